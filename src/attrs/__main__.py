@@ -1,0 +1,5 @@
+import sys
+
+from psyattrs.cli import main
+
+sys.exit(main())

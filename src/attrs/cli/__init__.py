@@ -1,0 +1,59 @@
+"""The `psyattrs` command: thin argument parsing over the library functions.
+
+Each command lives in its own module here with a `register(subparsers)` that adds its parser and
+sets `func`; `main` turns bad input into one message on standard error and exit code 2, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from psyattrs.errors import InputFileError
+from psyattrs.cli import data_validate, data_stats, data_synth, labels_resolve
+
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse's own errors: exit 2 with usage, as usual
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="psyattrs", description=__doc__.splitlines()[0])
+    groups = parser.add_subparsers(dest="group", required=True, parser_class=_Parser)
+
+    data = groups.add_parser("data", help="read, validate, synthesize and describe corpora")
+    data_cmds = data.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    data_validate.register(data_cmds)
+    data_stats.register(data_cmds)
+    data_synth.register(data_cmds)
+
+    labels = groups.add_parser("labels", help="resolve final labels from the labelers' labels")
+    labels_cmds = labels.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    labels_resolve.register(labels_cmds)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command line; returns the exit code (0 ok, 1 failed check, 2 bad input)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code = args.func(args)
+    except InputFileError as exc:
+        print(f"psyattrs: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (ValueError, KeyError, TypeError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"psyattrs: error: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return int(code or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""The project's exceptions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class InputFileError(Exception):
+    """A file that cannot be used at all: names the file and, where known, the row and the column.
+
+    Rows are 1-based data rows as a spreadsheet user counts them after the header
+    (for CSV, line numbers of the physical file can differ when a cell spans lines);
+    for JSON lines, the line number.
+    """
+
+    def __init__(self, path: "str | Path", message: str, *, row: int | None = None, column: str | None = None):
+        self.path = Path(path)
+        self.message = message
+        self.row = row
+        self.column = column
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = [str(self.path)]
+        if self.row is not None:
+            where.append(f"row {self.row}")
+        if self.column is not None:
+            where.append(f"column {self.column!r}")
+        return f"{', '.join(where)}: {self.message}"
