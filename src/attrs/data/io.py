@@ -1,0 +1,458 @@
+"""Reading input files: encodings, CSV / Parquet / JSON-lines loading and format detection.
+
+Everything that touches raw bytes lives here, so every reader reports a bad file the same way:
+an `InputFileError` naming the file and, where known, the row and the column. Text files are
+decoded as UTF-8 (a leading BOM is dropped), then as CP949 (older Korean files); a file that is
+neither is an error naming the line of the first bad byte. A file that is mostly valid UTF-8
+with a few broken bytes is reported as broken rather than re-read as CP949 mojibake.
+
+Formats are detected from the content, never from the file name (`detect_format`):
+
+| format           | recognised by                                                               |
+|------------------|-----------------------------------------------------------------------------|
+| `public`         | a table with `persona_text_all`, `user_text_all` and `labeler_{head}` lists |
+| `annotated`      | a table with `doc_id`, `sent_id`, `person_type`, `text` and                 |
+|                  | `labeler{1,2,3}_{head}` for the six OPELA heads (FORMATS §2)                |
+| `generic`        | any other table with `doc_id` and `text` (FORMATS §5)                       |
+| `personaldialog` | JSON lines whose first record has a `dialog` key (FORMATS §4)               |
+
+Tables are CSV (any of the encodings above) or Parquet (recognised by its `PAR1` magic bytes).
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import difflib
+import io
+import json
+import re
+import warnings
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+import pandas as pd
+
+from psyattrs.errors import InputFileError
+from psyattrs.schema import OPELA, Head
+
+FORMATS: tuple[str, ...] = ("annotated", "public", "generic", "personaldialog")
+ENCODINGS: tuple[str, ...] = ("utf-8", "utf-8-sig", "cp949")
+MISSING_TOKENS = frozenset({"", "na", "nan", "<na>", "none", "null"})
+"""Cell values (case-insensitive, surrounding spaces ignored) that mean "not rated" in a label column."""
+
+PUBLIC_TEXT_COLUMNS = ("persona_text_all", "user_text_all")
+ANNOTATED_KEY_COLUMNS = ("doc_id", "sent_id", "person_type", "text")
+GENERIC_KEY_COLUMNS = ("doc_id", "text")
+
+_PARQUET_MAGIC = b"PAR1"
+_SNIFF_BYTES = 1 << 16
+_FINAL_LABEL = re.compile(r"^labeler_[a-z][a-z0-9]*$")
+_FIELDS_ERROR = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+_EOF_ERROR = re.compile(r"EOF inside string starting at row (\d+)")
+
+
+# ----------------------------------------------------------------------------------------------
+# files and encodings
+
+
+def check_file(path: "str | Path") -> Path:
+    """Returns `path` as a Path after checking that it is a readable, non-empty regular file.
+
+    Raises:
+        InputFileError: missing, a directory, not a regular file, empty, or unreadable.
+    """
+    p = Path(path)
+    try:
+        if not p.exists():
+            raise InputFileError(p, "file not found")
+        if p.is_dir():
+            raise InputFileError(p, "is a directory, not a file")
+        if not p.is_file():
+            raise InputFileError(p, "not a regular file")
+        if p.stat().st_size == 0:
+            raise InputFileError(p, "empty file")
+        with p.open("rb"):
+            pass
+    except OSError as exc:
+        raise InputFileError(p, f"cannot be read: {exc.strerror or exc}") from None
+    return p
+
+
+def read_head(path: "str | Path", n_bytes: int = _SNIFF_BYTES) -> bytes:
+    """The first `n_bytes` bytes of a file (InputFileError when it cannot be read)."""
+    try:
+        with Path(path).open("rb") as fh:
+            return fh.read(n_bytes)
+    except OSError as exc:
+        raise InputFileError(path, f"cannot be read: {exc.strerror or exc}") from None
+
+
+def _line_of(raw: bytes, offset: int) -> int:
+    return raw.count(b"\n", 0, offset) + 1
+
+
+def _looks_like_broken_utf8(raw: bytes) -> bool:
+    """True when most non-ASCII characters decode as UTF-8: a UTF-8 file with a few bad bytes."""
+    text = raw.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd")
+    non_ascii = sum(1 for ch in text if ord(ch) > 127)
+    return non_ascii - bad > bad
+
+
+def decode_bytes(raw: bytes, path: "str | Path", *, partial: bool = False) -> tuple[str, str]:
+    """Decodes file bytes with the first encoding of `ENCODINGS` that fits.
+
+    Args:
+        raw: the bytes (the whole file, or its beginning when `partial`).
+        path: the file, for error messages.
+        partial: `raw` may end in the middle of a multi-byte character; that tail is dropped.
+
+    Returns:
+        (text, encoding) with encoding one of `ENCODINGS`; a UTF-8 BOM is not part of the text.
+
+    Raises:
+        InputFileError: the bytes are not UTF-8, UTF-8 with BOM nor CP949 (names the line of the
+            first undecodable byte).
+    """
+    bom = raw.startswith(codecs.BOM_UTF8)
+    body = raw[len(codecs.BOM_UTF8) :] if bom else raw
+    try:
+        return codecs.getincrementaldecoder("utf-8")().decode(body, final=not partial), (
+            "utf-8-sig" if bom else "utf-8"
+        )
+    except UnicodeDecodeError as exc:
+        utf8_error = exc
+    if not bom and not _looks_like_broken_utf8(raw):
+        try:
+            return codecs.getincrementaldecoder("cp949")().decode(raw, final=not partial), "cp949"
+        except UnicodeDecodeError:
+            pass
+    offset = utf8_error.start + (len(codecs.BOM_UTF8) if bom else 0)
+    raise InputFileError(
+        path,
+        f"undecodable bytes at line {_line_of(raw, offset)} (byte offset {offset}): "
+        f"the file is not {', '.join(ENCODINGS[:-1])} or {ENCODINGS[-1]} text",
+    )
+
+
+def detect_encoding(path: "str | Path") -> str:
+    """The encoding of a text file (one of `ENCODINGS`), decided from its beginning.
+
+    Readers that later meet an undecodable byte further on call `decode_bytes` on the whole file.
+    """
+    return decode_bytes(read_head(path), path, partial=True)[1]
+
+
+def _reject_binary(text: str, path: Path) -> None:
+    nul = text.find("\x00")
+    if nul >= 0:
+        line = text.count("\n", 0, nul) + 1
+        raise InputFileError(path, f"binary content (NUL byte at line {line}); expected CSV, Parquet or JSON lines")
+
+
+def iter_text_lines(path: "str | Path") -> Iterator[tuple[int, str]]:
+    """Yields (line number, line without its line break) of a text file, decoding lazily.
+
+    Constant memory: the file is read line by line. The encoding comes from `detect_encoding`.
+
+    Raises:
+        InputFileError: a line that the file's encoding cannot decode (names the line).
+    """
+    p = check_file(path)
+    encoding = detect_encoding(p)
+    codec = "utf-8" if encoding == "utf-8-sig" else encoding
+    try:
+        with p.open("rb") as fh:
+            for number, raw in enumerate(fh, start=1):
+                if number == 1 and encoding == "utf-8-sig":
+                    raw = raw[len(codecs.BOM_UTF8) :]
+                try:
+                    line = raw.decode(codec)
+                except UnicodeDecodeError as exc:
+                    raise InputFileError(
+                        p,
+                        f"undecodable bytes in this line (byte {exc.start} of the line) for encoding {encoding}",
+                        row=number,
+                    ) from None
+                if "\x00" in line:
+                    raise InputFileError(p, "binary content (NUL byte); expected JSON lines", row=number)
+                yield number, line.rstrip("\r\n")
+    except OSError as exc:
+        raise InputFileError(p, f"cannot be read: {exc.strerror or exc}") from None
+
+
+# ----------------------------------------------------------------------------------------------
+# tables
+
+
+def is_parquet(path: "str | Path") -> bool:
+    """Whether the file starts with Parquet's magic bytes."""
+    return read_head(path, len(_PARQUET_MAGIC)) == _PARQUET_MAGIC
+
+
+def csv_header(path: "str | Path") -> list[str]:
+    """The column names of a CSV file, read from its first record.
+
+    Raises:
+        InputFileError: undecodable, binary, blank, or a header that names a column twice.
+    """
+    p = check_file(path)
+    text, _ = decode_bytes(read_head(p), p, partial=True)
+    _reject_binary(text, p)
+    lines = text.splitlines()
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is None:
+        raise InputFileError(p, "holds only blank lines; expected a header row")
+    try:
+        header = next(csv.reader(io.StringIO("\n".join(lines[first:]))))
+    except (csv.Error, StopIteration) as exc:
+        raise InputFileError(p, f"the header row is not valid CSV: {exc}", row=0) from None
+    seen: set[str] = set()
+    for name in header:
+        if name in seen:
+            raise InputFileError(p, "the header names this column twice", column=name)
+        seen.add(name)
+    return header
+
+
+def parquet_columns(path: "str | Path") -> list[str]:
+    """The column names of a Parquet file (InputFileError for a damaged file)."""
+    import pyarrow
+    import pyarrow.parquet as pq
+
+    try:
+        return list(pq.read_schema(path).names)
+    except (OSError, ValueError, TypeError, pyarrow.ArrowException) as exc:
+        raise InputFileError(path, f"not a readable Parquet file: {exc}") from None
+
+
+def table_columns(path: "str | Path") -> list[str]:
+    """The column names of a CSV or Parquet table."""
+    return parquet_columns(path) if is_parquet(path) else csv_header(path)
+
+
+def read_table(path: "str | Path", *, str_columns: Iterable[str] = ()) -> pd.DataFrame:
+    """Reads a CSV or Parquet table into a DataFrame, cells unchanged.
+
+    CSV cells keep their text exactly (spaces, `NA`, `null`); only empty cells become missing.
+    Columns that pandas would infer as numbers are read as numbers; those named in `str_columns`
+    are always strings (so `007` stays `007`).
+
+    Args:
+        path: the file.
+        str_columns: columns to read as text (ignored when absent).
+
+    Returns:
+        The table, one row per data row, columns as in the file.
+
+    Raises:
+        InputFileError: unreadable, undecodable, empty, malformed CSV (names the row), duplicate
+            column names, or a damaged Parquet file.
+    """
+    p = check_file(path)
+    if is_parquet(p):
+        return _read_parquet(p)
+    header = csv_header(p)
+    encoding = detect_encoding(p)
+    try:
+        df = _read_csv(p, encoding)
+    except UnicodeDecodeError:
+        encoding = decode_bytes(p.read_bytes(), p)[1]
+        df = _read_csv(p, encoding)
+    if len(df.columns) != len(header):  # the csv module and pandas read the header differently
+        raise InputFileError(
+            p, f"the header row is ambiguous: {len(header)} column names by one reading, {len(df.columns)} by another"
+        )
+    wanted = [c for c in str_columns if c in df.columns and not pd.api.types.is_string_dtype(df[c].dtype)]
+    wanted += [c for c in str_columns if c in df.columns and df[c].dtype == object]
+    if wanted:  # re-read these columns as text so numbers-looking ids keep their form
+        text_cols = _read_csv(p, encoding, usecols=sorted(set(wanted)), dtype=str)
+        for col in set(wanted):
+            df[col] = text_cols[col]
+    return df
+
+
+def _read_csv(path: Path, encoding: str, **kwargs) -> pd.DataFrame:
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            df = pd.read_csv(
+                path, encoding=encoding, keep_default_na=False, na_values=[""], low_memory=False,
+                index_col=False, **kwargs,
+            )  # fmt: skip
+    except UnicodeDecodeError:
+        raise
+    except pd.errors.EmptyDataError:
+        raise InputFileError(path, "empty file: no header row") from None
+    except pd.errors.ParserError as exc:
+        raise _parser_error(path, str(exc)) from None
+    except (ValueError, csv.Error, OverflowError, MemoryError, UnicodeError) as exc:
+        raise InputFileError(path, f"not a readable CSV file: {exc}") from None
+    if any(issubclass(w.category, pd.errors.ParserWarning) and "loss of data" in str(w.message) for w in caught):
+        # pandas would drop the extra cells (or shift the row onto an implicit index)
+        raise InputFileError(path, "malformed CSV: this row has more fields than the header", row=1)
+    return df
+
+
+def _parser_error(path: Path, message: str) -> InputFileError:
+    fields = _FIELDS_ERROR.search(message)
+    if fields:
+        expected, line, saw = (int(g) for g in fields.groups())
+        return InputFileError(
+            path, f"malformed CSV: this row has {saw} fields but the header has {expected}", row=line - 1
+        )
+    eof = _EOF_ERROR.search(message)
+    if eof:
+        return InputFileError(path, "malformed CSV: a quoted cell is never closed", row=int(eof.group(1)))
+    return InputFileError(path, f"malformed CSV: {message.strip()}")
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    import pyarrow
+
+    try:
+        return pd.read_parquet(path)
+    except (OSError, ValueError, TypeError, pyarrow.ArrowException) as exc:
+        raise InputFileError(path, f"not a readable Parquet file: {exc}") from None
+
+
+def require_columns(columns: Iterable[str], required: Iterable[str], path: "str | Path", what: str) -> None:
+    """Raises InputFileError naming the first required column that is missing (with a hint).
+
+    Args:
+        columns: the columns present.
+        required: the columns needed.
+        path: the file, for the message.
+        what: what the file is read as (`the OPELA annotated table`), for the message.
+    """
+    present = list(columns)
+    missing = [c for c in required if c not in present]
+    if not missing:
+        return
+    hint = ""
+    close = difflib.get_close_matches(missing[0], [str(c) for c in present], n=1, cutoff=0.8)
+    if close:
+        hint = f" (the file has {close[0]!r})"
+    more = f"; also missing: {missing[1:]}" if len(missing) > 1 else ""
+    raise InputFileError(path, f"required column missing (reading it as {what}){hint}{more}", column=missing[0])
+
+
+# ----------------------------------------------------------------------------------------------
+# label cells
+
+
+def parse_label_column(values: pd.Series, head: Head) -> tuple[pd.Series, pd.Series]:
+    """Parses one label column: integers of the head's classes, missing cells allowed.
+
+    Accepts integers, integral floats (`1.0`) and their text; empty cells and the tokens in
+    `MISSING_TOKENS` are "not rated".
+
+    Args:
+        values: the column as read (numbers, text or objects).
+        head: the head the column belongs to.
+
+    Returns:
+        (labels, bad): `labels` is Int64 with <NA> for missing and bad cells; `bad` is a boolean
+        Series, True where a non-missing cell is not one of `head.values`.
+    """
+    n_classes = head.n_classes
+    dtype = values.dtype
+    if pd.api.types.is_integer_dtype(dtype) and not isinstance(dtype, pd.api.extensions.ExtensionDtype):
+        arr = values.to_numpy()
+        missing = np.zeros(len(arr), dtype=bool)
+        in_classes = (arr >= 0) & (arr < n_classes)
+    else:
+        if pd.api.types.is_bool_dtype(dtype):
+            num_series = values.astype("Float64")
+            missing_series = values.isna()
+        elif pd.api.types.is_numeric_dtype(dtype):
+            num_series = values.astype("Float64") if isinstance(dtype, pd.api.extensions.ExtensionDtype) else values
+            missing_series = values.isna()
+        else:
+            text = values.astype(str).str.strip()
+            missing_series = values.isna() | text.str.lower().isin(MISSING_TOKENS)
+            num_series = pd.to_numeric(text.where(~missing_series), errors="coerce")
+        arr = np.asarray(num_series.to_numpy(dtype=float, na_value=np.nan), dtype=float)
+        missing = missing_series.to_numpy(dtype=bool)
+        with np.errstate(invalid="ignore"):
+            in_classes = (arr >= 0) & (arr < n_classes) & (arr == np.floor(arr))
+    bad = ~missing & ~in_classes
+    ints = np.where(in_classes, arr, 0).astype("int64")
+    labels = pd.arrays.IntegerArray(ints, ~in_classes)
+    return pd.Series(labels, index=values.index, name=values.name), pd.Series(bad, index=values.index)
+
+
+# ----------------------------------------------------------------------------------------------
+# detection
+
+
+def classify_columns(columns: Iterable[str], path: "str | Path") -> str:
+    """The table format (`public`, `annotated` or `generic`) that a set of columns describes.
+
+    Raises:
+        InputFileError: no known table format has these columns (names the missing column).
+    """
+    cols = set(columns)
+    has_final_lists = any(_FINAL_LABEL.match(str(c)) for c in cols)
+    if set(PUBLIC_TEXT_COLUMNS) <= cols:
+        if has_final_lists:
+            return "public"
+        raise InputFileError(
+            path,
+            "looks like the OPELA public release (persona_text_all, user_text_all) but has no "
+            "labeler_{head} label-list columns",
+        )
+    opela_labels = {f"labeler{k}_{h}" for k in (1, 2, 3) for h in OPELA.head_names}
+    if set(ANNOTATED_KEY_COLUMNS) <= cols and opela_labels <= cols:
+        return "annotated"
+    require_columns(cols, GENERIC_KEY_COLUMNS, path, "an utterance table: annotated, generic or public")
+    return "generic"
+
+
+def first_json_record(path: "str | Path") -> object:
+    """The first non-blank line of a JSON-lines file, parsed (InputFileError when it is not JSON)."""
+    for number, line in iter_text_lines(path):
+        if line.strip():
+            try:
+                return json.loads(line)
+            except (json.JSONDecodeError, RecursionError) as exc:
+                raise InputFileError(path, f"not valid JSON lines: {exc}", row=number) from None
+    raise InputFileError(path, "holds only blank lines")
+
+
+def detect_format(path: "str | Path") -> str:
+    """Detects a file's format from its content.
+
+    Args:
+        path: a CSV, Parquet or JSON-lines file.
+
+    Returns:
+        One of `FORMATS`: `public`, `annotated`, `generic` or `personaldialog` (see the module
+        docstring for the rules).
+
+    Raises:
+        InputFileError: missing, empty, undecodable or binary file, a JSON file that is not
+            PersonalDialog, or a table without the columns of any known format.
+    """
+    p = check_file(path)
+    head = read_head(p)
+    if head.startswith(_PARQUET_MAGIC):
+        return classify_columns(parquet_columns(p), p)
+    text, _ = decode_bytes(head, p, partial=True)
+    _reject_binary(text, p)
+    start = text.lstrip(" \t\r\n")
+    if not start:
+        raise InputFileError(p, "holds only blank lines")
+    if start[0] == "[":
+        raise InputFileError(p, "a JSON array; JSON input must be JSON lines (one record per line)")
+    if start[0] == "{":
+        record = first_json_record(p)
+        if isinstance(record, dict) and "dialog" in record:
+            return "personaldialog"
+        keys = sorted(record) if isinstance(record, dict) else type(record).__name__
+        raise InputFileError(
+            p, f"JSON lines without a 'dialog' key (found {keys}); the JSON format read is PersonalDialog", row=1
+        )
+    return classify_columns(csv_header(p), p)

@@ -1,0 +1,512 @@
+"""Validation: the checks that set records aside, the corpus summary, and the set-aside report.
+
+Readers call the checks here and drop the records that fail them; every dropped record becomes
+one `Problem` (doc_id, reason, offending field, data row, sent_id), so that
+`corpus.n_read == corpus.n_kept + len(corpus.problems)`.
+
+What sets a record aside:
+
+- sentence tables (annotated, generic): a label outside the head's classes (or not a number),
+  an `is_pause` value other than 0/1, empty text on a non-pause row, a duplicate `sent_id` (the
+  first occurrence is kept, later ones are set aside), an empty `doc_id`, and for the annotated
+  table a `person_type` other than `user`/`persona`. A row with several faults gets one
+  problem whose reason lists them all (`; `-separated) and whose field names them all.
+- public-release conversations: label lists that cannot be parsed, hold values outside the
+  head's classes, or whose lengths disagree with each other or with `total_sent`; an unusable
+  `total_sent`/`pause_count`/`pause_hour`; an empty or repeated `doc_id`.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
+
+import numpy as np
+import pandas as pd
+
+from psyattrs.data.io import parse_label_column
+from psyattrs.data.table import Corpus, Problem, final_column, labeler_ids, true_column
+from psyattrs.errors import InputFileError
+from psyattrs.schema import Schema
+
+LINE_CHECK_GROUPS = ("adds up", "pauses not counted", "extra lines", "fewer lines")
+_TRUE = frozenset({"1", "1.0", "true", "yes"})
+_FALSE = frozenset({"0", "0.0", "false", "no", "", "na", "nan", "<na>", "none", "null"})
+
+
+class Findings:
+    """Per-row faults gathered check by check, without a Python loop over the rows."""
+
+    def __init__(self, n_rows: int):
+        self.n_rows = n_rows
+        self._batches: list[pd.DataFrame] = []
+
+    def add(
+        self, mask: "np.ndarray | pd.Series", reason: "str | Callable[[np.ndarray], Sequence[str]]", field: str
+    ) -> None:
+        """Records a fault for the rows in `mask`.
+
+        Args:
+            mask: boolean, True for the faulty rows.
+            reason: one text for all of them, or a function of the faulty rows' positions that
+                returns one text per row (only called when some row is faulty).
+            field: the offending field(s).
+        """
+        mask = np.asarray(mask, dtype=bool)
+        if not mask.any():
+            return
+        rows = np.flatnonzero(mask)
+        reasons = [reason] * len(rows) if isinstance(reason, str) else list(reason(rows))
+        self._batches.append(pd.DataFrame({"row": rows, "reason": reasons, "field": field}))
+
+    @property
+    def bad(self) -> np.ndarray:
+        mask = np.zeros(self.n_rows, dtype=bool)
+        for batch in self._batches:
+            mask[batch["row"].to_numpy()] = True
+        return mask
+
+    def problems(self, doc_ids: pd.Series, sent_ids: "pd.Series | None" = None) -> list[Problem]:
+        """One Problem per faulty row, rows 1-based; reasons and fields joined in check order."""
+        if not self._batches:
+            return []
+        found = pd.concat(self._batches, ignore_index=True).sort_values("row", kind="stable")
+        grouped = found.groupby("row", sort=True).agg(
+            reason=("reason", "; ".join), field=("field", lambda f: ", ".join(dict.fromkeys(f)))
+        )
+        rows = grouped.index.to_numpy()
+        docs = doc_ids.iloc[rows].fillna("").astype(str).tolist()
+        sents = sent_ids.iloc[rows].fillna("").astype(str).tolist() if sent_ids is not None else [None] * len(rows)
+        return [
+            Problem(doc_id=d, reason=r, field=f, row=int(row) + 1, sent_id=s or None)
+            for d, r, f, row, s in zip(docs, grouped["reason"], grouped["field"], rows, sents)
+        ]
+
+
+class CheckedTable(NamedTuple):
+    """What `check_utterances` returns.
+
+    Attributes:
+        bad: boolean array, True for rows to set aside.
+        problems: one Problem per bad row.
+        labels: parsed label columns (Int64, <NA> where not rated or bad), by column name.
+        is_pause: parsed `is_pause` (bool; False where absent or bad).
+    """
+
+    bad: np.ndarray
+    problems: list[Problem]
+    labels: dict[str, pd.Series]
+    is_pause: pd.Series
+
+
+def label_columns_of(columns: Iterable[str], schema: Schema) -> dict[str, str]:
+    """Label columns of the schema's heads present in `columns`: column -> head name.
+
+    Covers `labeler{k}_{head}` for any k, the final `labeler_{head}` and synthetic `true_{head}`.
+    """
+    columns = list(columns)
+    found: dict[str, str] = {}
+    for head in schema.head_names:
+        for k in labeler_ids(columns, [head]):
+            if f"labeler{k}_{head}" in columns:
+                found[f"labeler{k}_{head}"] = head
+        for col in (final_column(head), true_column(head)):
+            if col in columns:
+                found[col] = head
+    return found
+
+
+def parse_flag(values: pd.Series) -> tuple[pd.Series, np.ndarray]:
+    """Parses a 0/1 flag column (`is_pause`): 0/1, true/false, empty = False.
+
+    Returns:
+        (flags, bad): a bool Series, and a boolean array True where the value is not a flag.
+    """
+    if pd.api.types.is_bool_dtype(values.dtype):
+        return values.fillna(False).astype(bool), np.zeros(len(values), dtype=bool)
+    if pd.api.types.is_numeric_dtype(values.dtype):
+        num = values.astype(float)
+        bad = (num.notna() & ~num.isin([0.0, 1.0])).to_numpy()
+        return (num == 1.0).fillna(False).astype(bool), bad
+    text = values.astype(str).str.strip().str.lower().where(values.notna(), "")
+    flags = text.isin(_TRUE)
+    bad = (~flags & ~text.isin(_FALSE)).to_numpy()
+    return flags.astype(bool), bad
+
+
+def check_utterances(
+    df: pd.DataFrame, schema: Schema, *, person_types: "frozenset[str] | None" = None
+) -> CheckedTable:
+    """Checks a per-sentence table (annotated or generic) row by row, vectorised.
+
+    Args:
+        df: the table as read, RangeIndex in file order; needs `doc_id` and `text`; `sent_id`,
+            `is_pause`, `person_type` and label columns are checked when present.
+        schema: the heads whose label columns are checked.
+        person_types: allowed `person_type` values, or None to accept any.
+
+    Returns:
+        A `CheckedTable`: rows to set aside with their problems, and the parsed labels and pauses.
+    """
+    found = Findings(len(df))
+    doc = df["doc_id"]
+    doc_text = doc.astype(str).str.strip().where(doc.notna(), "")
+    found.add(doc_text == "", "empty doc_id", "doc_id")
+
+    if "person_type" in df and person_types is not None:
+        ptype = df["person_type"].astype(str).where(df["person_type"].notna(), "")
+        allowed = sorted(person_types)
+        reason = _describe(ptype, "person_type ", f" is not one of {allowed}")
+        found.add(~ptype.isin(person_types), reason, "person_type")
+
+    if "is_pause" in df:
+        is_pause, bad_pause = parse_flag(df["is_pause"])
+        found.add(bad_pause, _describe(df["is_pause"], "is_pause ", " is not 0 or 1"), "is_pause")
+    else:
+        is_pause = pd.Series(False, index=df.index)
+
+    labels: dict[str, pd.Series] = {}
+    for col, head_name in label_columns_of(df.columns, schema).items():
+        head = schema[head_name]
+        parsed, bad = parse_label_column(df[col], head)
+        labels[col] = parsed
+        found.add(bad, _describe(df[col], f"{col} ", f" is not one of {head.values}"), col)
+
+    text = df["text"]
+    empty_text = text.isna() | (text.astype(str).str.strip() == "")
+    found.add(empty_text & ~is_pause, "empty text on a non-pause row", "text")
+
+    if "sent_id" in df:
+        sent = df["sent_id"].astype(str).where(df["sent_id"].notna(), "")
+        found.add(sent.str.strip() == "", "empty sent_id", "sent_id")
+        dup = sent.duplicated(keep="first") & (sent.str.strip() != "")
+        if dup.any():
+            first_row = pd.Series(np.arange(len(df)) + 1, index=df.index).groupby(sent).transform("min")
+
+            def duplicate(rows: np.ndarray) -> list[str]:
+                quoted = _quoted(sent.iloc[rows]).tolist()
+                return [f"duplicate sent_id {q} (first at row {r})" for q, r in zip(quoted, first_row.iloc[rows])]
+
+            found.add(dup, duplicate, "sent_id")
+    sent_ids = df["sent_id"] if "sent_id" in df else None
+    problems = found.problems(doc, sent_ids)
+    return CheckedTable(bad=found.bad, problems=problems, labels=labels, is_pause=is_pause)
+
+
+def _describe(values: pd.Series, prefix: str, suffix: str) -> Callable[[np.ndarray], list[str]]:
+    """A reason builder: `prefix + <the row's value as repr shows it> + suffix`."""
+
+    def build(rows: np.ndarray) -> list[str]:
+        return [prefix + q + suffix for q in _quoted(values.iloc[rows]).tolist()]
+
+    return build
+
+
+def _quoted(values: pd.Series) -> pd.Series:
+    """The cells as `repr` would show them ('x' for text, 7 for numbers), as strings."""
+    if pd.api.types.is_numeric_dtype(values.dtype) and not pd.api.types.is_bool_dtype(values.dtype):
+        num = values.astype(float)
+        integral = num.notna() & (num % 1 == 0) & (num.abs() < 2**53)
+        out = num.astype(str)
+        return out.where(~integral, num.where(integral, 0).astype("int64").astype(str))
+    return "'" + values.astype(str).str.replace("'", "\\'", regex=False) + "'"
+
+
+# ----------------------------------------------------------------------------------------------
+# public-release label lists
+
+
+def parse_int_list(cell: Any) -> "list[int] | None":
+    """Parses a Python/JSON-style list of integers (`"[1, 0, 2]"`); None when it is not one.
+
+    Integral floats (`1.0`) count as integers; booleans, nested lists and other values do not.
+    """
+    if isinstance(cell, (list, tuple, np.ndarray)):
+        items = list(cell)
+    elif isinstance(cell, str):
+        text = cell.strip()
+        if not text.startswith("["):
+            return None
+        try:
+            items = json.loads(text)
+        except ValueError:
+            try:
+                items = ast.literal_eval(text)
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                return None
+        if not isinstance(items, (list, tuple)):
+            return None
+    else:
+        return None
+    out: list[int] = []
+    for item in items:
+        if isinstance(item, (bool, np.bool_)):
+            return None
+        if isinstance(item, (int, np.integer)):
+            out.append(int(item))
+        elif isinstance(item, (float, np.floating)) and float(item).is_integer():
+            out.append(int(item))
+        else:
+            return None
+    return out
+
+
+def check_label_lists(
+    df: pd.DataFrame, schema: Schema, total_sent: pd.Series
+) -> tuple[Findings, dict[str, list["list[int] | None"]]]:
+    """Checks the public release's final-label lists of each conversation.
+
+    Args:
+        df: one row per conversation with a `labeler_{head}` column per schema head.
+        schema: the heads.
+        total_sent: the parsed `total_sent` (Int64, <NA> when unusable).
+
+    Returns:
+        (findings, lists): the faults per row, and per column the parsed lists (None when
+        unparsable) in row order.
+    """
+    found = Findings(len(df))
+    lists: dict[str, list[list[int] | None]] = {}
+    cols = [final_column(h) for h in schema.head_names]
+    for col in cols:
+        parsed = [parse_int_list(v) for v in df[col].tolist()]
+        lists[col] = parsed
+        unparsable = np.array([p is None for p in parsed], dtype=bool)
+        found.add(unparsable, f"{col} is not a list of integers", col)
+        allowed = set(schema[col[len("labeler_") :]].values)
+        reasons = []
+        for p in parsed:
+            outside = [] if p is None else [(i, v) for i, v in enumerate(p) if v not in allowed]
+            reasons.append(
+                f"{col} holds {outside[0][1]} at position {outside[0][0]} "
+                f"({len(outside)} value(s) outside {sorted(allowed)})"
+                if outside
+                else ""
+            )
+        found.add(np.array([r != "" for r in reasons]), lambda rows, r=reasons: [r[i] for i in rows], col)
+    total = total_sent.to_numpy(dtype=float, na_value=np.nan)
+    for i in range(len(df)):
+        lengths = {c: len(lists[c][i]) for c in cols if lists[c][i] is not None}
+        if not lengths:
+            continue
+        expected = total[i]
+        if np.isnan(expected):
+            if len(set(lengths.values())) > 1:
+                majority = Counter(lengths.values()).most_common(1)[0][0]
+                odd = [c for c, n in lengths.items() if n != majority]
+                detail = ", ".join(f"{c} has {lengths[c]} elements" for c in odd)
+                _add_one(found, i, f"{detail}, the other label lists {majority}", odd)
+            continue
+        odd = [c for c, n in lengths.items() if n != expected]
+        if not odd:
+            continue
+        if len(odd) == len(lengths) and len(set(lengths.values())) == 1:
+            n = next(iter(lengths.values()))
+            _add_one(found, i, f"the label lists have {n} elements but total_sent is {int(expected)}", ["total_sent"])
+        else:
+            detail = ", ".join(f"{c} has {lengths[c]} elements" for c in odd)
+            _add_one(found, i, f"{detail}; total_sent and the other label lists say {int(expected)}", odd)
+    return found, lists
+
+
+def _add_one(found: Findings, row: int, reason: str, fields: list[str]) -> None:
+    mask = np.zeros(found.n_rows, dtype=bool)
+    mask[row] = True
+    found.add(mask, reason, ", ".join(fields))
+
+
+# ----------------------------------------------------------------------------------------------
+# summary
+
+
+def summarize(corpus: Corpus) -> dict[str, Any]:
+    """Describes a corpus for `psyattrs data validate`; plain JSON-serialisable values.
+
+    Args:
+        corpus: a corpus from any reader.
+
+    Returns:
+        A dict with keys:
+        `source`, `format`, `schema`, `record_kind`;
+        `records`: {`read`, `kept`, `set_aside`} with read == kept + set_aside;
+        `set_aside_by_field`: {field: count};
+        `conversations`, `utterances`, `pauses`: counts over the kept data;
+        `labelers`: the labeler numbers k present as `labeler{k}_{head}` columns;
+        `heads`: {head: {`final`: {class: count}, `final_missing`: n,
+        `labelers`: {k: {`counts`: {class: count}, `missing`: n}}}}, classes as strings;
+        `context_only`: sentences without any label (generic tables);
+        for the public release `line_check`: {group: count} over `LINE_CHECK_GROUPS`,
+        `line_check_detail`: {value: count}, `blank_user_line_rows`, `trailing_newline_rows`,
+        `pause_count_mismatch_rows` (blank persona lines differ from `pause_count`),
+        `label_positions` (elements of the kept label lists).
+    """
+    utt = corpus.utterances
+    schema = corpus.schema
+    n_set_aside = len(corpus.problems)
+    summary: dict[str, Any] = {
+        "source": str(corpus.source) if corpus.source is not None else None,
+        "format": corpus.format,
+        "schema": schema.name,
+        "record_kind": corpus.record_kind,
+        "records": {"read": int(corpus.n_read), "kept": int(corpus.n_kept), "set_aside": n_set_aside},
+        "set_aside_by_field": dict(Counter(p.field for p in corpus.problems).most_common()),
+        "conversations": (
+            int(utt["doc_id"].nunique()) if corpus.record_kind == "sentence" else int(len(corpus.conversations))
+        ),
+        "utterances": int(len(utt)),
+        "pauses": int(utt["is_pause"].sum()) if "is_pause" in utt else 0,
+    }
+    labelled = corpus.label_sequences if corpus.label_sequences is not None else utt
+    ks = labeler_ids(labelled.columns, schema.head_names)
+    summary["labelers"] = ks
+    heads: dict[str, Any] = {}
+    for head in schema.heads:
+        entry: dict[str, Any] = {}
+        final = final_column(head.name)
+        if final in labelled:
+            entry["final"] = _class_counts(labelled[final], head.values)
+            entry["final_missing"] = int(labelled[final].isna().sum())
+        per_labeler = {}
+        for k in ks:
+            col = f"labeler{k}_{head.name}"
+            if col in labelled:
+                per_labeler[str(k)] = {
+                    "counts": _class_counts(labelled[col], head.values),
+                    "missing": int(labelled[col].isna().sum()),
+                }
+        if per_labeler:
+            entry["labelers"] = per_labeler
+        heads[head.name] = entry
+    summary["heads"] = heads
+    label_cols = [c for c in labelled.columns if c in _all_label_columns(labelled.columns, schema)]
+    if corpus.label_sequences is None and label_cols:
+        summary["context_only"] = int(utt[label_cols].isna().all(axis=1).sum())
+    if corpus.format == "public":
+        summary.update(_public_summary(corpus))
+    return summary
+
+
+def _all_label_columns(columns: Iterable[str], schema: Schema) -> set[str]:
+    return {c for c in label_columns_of(columns, schema) if not c.startswith("true_")}
+
+
+def _class_counts(values: pd.Series, classes: list[int]) -> dict[str, int]:
+    counts = values.dropna().astype("int64").value_counts()
+    return {str(c): int(counts.get(c, 0)) for c in classes}
+
+
+def _public_summary(corpus: Corpus) -> dict[str, Any]:
+    conv = corpus.conversations
+    out: dict[str, Any] = {}
+    if "line_check" not in conv:
+        return out
+    checks = conv["line_check"].astype(str)
+    groups = Counter()
+    for value, n in checks.value_counts().items():
+        group = value if value in ("adds up", "pauses not counted") else (
+            "extra lines" if "extra" in value else "fewer lines"
+        )
+        groups[group] += int(n)
+    out["line_check"] = {g: int(groups.get(g, 0)) for g in LINE_CHECK_GROUPS}
+    out["line_check_detail"] = {str(k): int(v) for k, v in checks.value_counts().items()}
+    out["blank_user_line_rows"] = int((conv["user_blank_lines"] > 0).sum())
+    out["trailing_newline_rows"] = int((conv["persona_trailing_newline"] | conv["user_trailing_newline"]).sum())
+    out["pause_count_mismatch_rows"] = int((conv["persona_blank_lines"] != conv["pause_count"]).sum())
+    out["label_positions"] = int(len(corpus.label_sequences)) if corpus.label_sequences is not None else 0
+    return out
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """Renders `summarize`'s dict as plain text: counts, then one table row per head.
+
+    Returns:
+        A multi-line string (no colour codes), ending without a newline.
+    """
+    rec = summary["records"]
+    kind = {"sentence": "sentences", "conversation": "conversations", "dialogue": "dialogues"}.get(
+        summary["record_kind"], summary["record_kind"]
+    )
+    lines = [
+        f"{summary['source'] or '(in memory)'}: format {summary['format']}, schema {summary['schema']}",
+        f"records ({kind}): read {rec['read']:,} = kept {rec['kept']:,} + set aside {rec['set_aside']:,}",
+    ]
+    if summary["set_aside_by_field"]:
+        fields = ", ".join(f"{f} {n}" for f, n in summary["set_aside_by_field"].items())
+        lines.append(f"set aside by field: {fields}")
+    counts = f"conversations {summary['conversations']:,}, utterances {summary['utterances']:,}"
+    counts += f", pauses {summary['pauses']:,}"
+    if "label_positions" in summary:
+        counts += f", labelled positions {summary['label_positions']:,}"
+    if "context_only" in summary:
+        counts += f", context-only (no label) {summary['context_only']:,}"
+    lines.append(counts)
+    if "line_check" in summary:
+        lc = summary["line_check"]
+        lines.append(
+            "line check (persona + user lines vs total_sent): "
+            + ", ".join(f"{g} {lc[g]}" for g in LINE_CHECK_GROUPS)
+        )
+        lines.append(
+            f"  rows with blank user lines {summary['blank_user_line_rows']}, "
+            f"with a trailing newline {summary['trailing_newline_rows']}, "
+            f"blank persona lines != pause_count {summary['pause_count_mismatch_rows']}"
+        )
+    labelers = summary["labelers"]
+    lines.append("labelers: " + (", ".join(f"labeler{k}" for k in labelers) if labelers else "none"))
+    lines.extend(_head_table(summary["heads"]))
+    return "\n".join(lines)
+
+
+def _head_table(heads: dict[str, Any]) -> list[str]:
+    rows: list[list[str]] = []
+    n_classes = max((len(e.get("final", {})) for e in heads.values()), default=0)
+    for e in heads.values():
+        for lab in e.get("labelers", {}).values():
+            n_classes = max(n_classes, len(lab["counts"]))
+    if n_classes == 0:
+        return ["labels: none"]
+    header = ["head", "labels"] + [f"class {c}" for c in range(n_classes)] + ["missing"]
+    for name, e in heads.items():
+        sources = []
+        if "final" in e:
+            sources.append(("final", e["final"], e["final_missing"]))
+        for k, lab in e.get("labelers", {}).items():
+            sources.append((f"labeler{k}", lab["counts"], lab["missing"]))
+        for i, (label, counts, missing) in enumerate(sources):
+            cells = [f"{counts[str(c)]:,}" if str(c) in counts else "" for c in range(n_classes)]
+            rows.append([name if i == 0 else "", label] + cells + [f"{missing:,}"])
+    if not rows:
+        return ["labels: none"]
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+
+    def fmt(row: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+
+    return ["label counts per head:", "  " + fmt(header)] + ["  " + fmt(r) for r in rows]
+
+
+def write_report(problems: Iterable[Problem], path: "str | Path") -> int:
+    """Writes the set-aside records as JSON lines, one object per record.
+
+    Each object has `doc_id`, `reason`, `field`, and `row` (1-based data row) and `sent_id`
+    where known. Text is written as UTF-8, non-ASCII characters unescaped.
+
+    Returns:
+        The number of records written.
+
+    Raises:
+        InputFileError: the report cannot be written (names the path).
+    """
+    p = Path(path)
+    n = 0
+    try:
+        with p.open("w", encoding="utf-8") as fh:
+            for problem in problems:
+                fh.write(json.dumps(problem.to_dict(), ensure_ascii=False) + "\n")
+                n += 1
+    except OSError as exc:
+        raise InputFileError(p, f"cannot write the report: {exc.strerror or exc}") from None
+    return n
