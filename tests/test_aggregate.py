@@ -6,17 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from psyattrs.labels.aggregate import (
-    METHODS,
-    DawidSkene,
-    MajorityVote,
-    OpelaResolver,
-    compare_with_final,
-    long_labels,
-    make_aggregator,
-    rated_matrix,
-    resolve_final_labels,
-)
+from psyattrs.labels.aggregate import METHODS, DawidSkene, MajorityVote, OpelaResolver, make_aggregator
+from psyattrs.labels.resolve import compare_with_final, long_labels, rated_matrix, resolve_final_labels
 from psyattrs.schema import Head, Schema
 
 
@@ -331,3 +322,21 @@ def test_make_aggregator_knows_every_method():
     assert make_aggregator("opela-weighted").weighted is True
     with pytest.raises(ValueError, match="allowed"):
         make_aggregator("crowd")
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_fit_matrix_equals_fit_on_the_long_table(method):
+    # the table-level fast path must decide exactly as the long-table API does
+    rng = np.random.default_rng(5)
+    matrix = rng.integers(0, 3, size=(400, 4)).astype(float)
+    matrix[rng.random(matrix.shape) < 0.2] = np.nan
+    matrix[7] = np.nan  # a row nobody rated is not a task
+    ids = [3, 1, 7, 2]  # labeler numbers in no particular order
+    dense = make_aggregator(method, seed=4).fit_matrix(matrix, ids, 3)
+    long = make_aggregator(method, seed=4).fit(long_labels(matrix, ids), 3)
+    assert 7 not in dense.labels_.index
+    pd.testing.assert_series_equal(dense.labels_, long.labels_, check_index_type=False)
+    pd.testing.assert_frame_equal(dense.probas_, long.probas_, check_index_type=False)
+    if hasattr(long, "branches_"):
+        assert (dense.branches_.to_numpy() == long.branches_.to_numpy()).all()
+        pd.testing.assert_frame_equal(dense.R_, long.R_, check_index_type=False, check_column_type=False)

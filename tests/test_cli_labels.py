@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from psyattrs.cli import main
-from psyattrs.labels.aggregate import resolve_final_labels
+from psyattrs.labels.resolve import resolve_final_labels
 from psyattrs.labels.agreement import corpus_agreement
 from psyattrs.schema import OPELA
 

@@ -21,7 +21,8 @@ from rich.table import Table
 
 from psyattrs.data.table import final_column
 from psyattrs.errors import InputFileError
-from psyattrs.labels.aggregate import METHODS, compare_with_final, resolve_final_labels
+from psyattrs.labels.aggregate import METHODS
+from psyattrs.labels.resolve import compare_with_final, resolve_final_labels
 from psyattrs.schema import Schema
 
 OUTPUT_SUFFIXES: dict[str, str] = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}

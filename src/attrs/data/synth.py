@@ -6,7 +6,7 @@ and a turn number per sentence. Each sentence's six OPELA attributes are drawn b
 (kept in `true_{head}`) and carry signal both in the wording and in the dialogue context; the
 mechanism is described in `psyattrs.data._synth_dialogue`. Three simulated labelers with the
 confusion matrices in `LABELER_CONFUSION` rate every sentence (`labeler{1,2,3}_{head}`); the final
-labels (`labeler_{head}`) come from `psyattrs.labels.aggregate.resolve_final_labels` with the
+labels (`labeler_{head}`) come from `psyattrs.labels.resolve.resolve_final_labels` with the
 documented OPELA method. Conversation-level survey outcomes are generated from the attributes.
 
 By default the final labels follow the balance of the real release (FORMATS §3: strange 0.9%
@@ -180,7 +180,8 @@ def synthesize(
         ValueError: an argument outside its allowed range (named with the range).
     """
     _check_args(n_dialogues, seed, rare_boost, min_turns, max_turns)
-    from psyattrs.labels.aggregate import METHODS, resolve_final_labels  # the labels stage, used here only
+    from psyattrs.labels.aggregate import METHODS  # the labels stage, used here only
+    from psyattrs.labels.resolve import resolve_final_labels
 
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; allowed: {list(METHODS)}")

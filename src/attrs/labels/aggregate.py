@@ -19,8 +19,8 @@ cells) are resolved by `OpelaResolver` as follows: the FORMATS §6 rule applies 
 three labels; any other item gets its plurality class (a single label is that label), and a tied
 plurality is broken at random among the tied classes (seeded, branch `random`).
 
-The table-level functions `resolve_final_labels` and `compare_with_final` apply a method to every
-head of an utterance table (see `psyattrs.data.table`).
+The table-level functions (`resolve_final_labels`, `compare_with_final`) live in
+`psyattrs.labels.resolve`.
 """
 
 from __future__ import annotations
@@ -31,12 +31,11 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from psyattrs.data.table import final_column, labeler_column, labeler_ids
-from psyattrs.schema import Head, Schema
 
 LONG_COLUMNS: tuple[str, ...] = ("task", "worker", "label")
 METHODS: tuple[str, ...] = ("opela", "opela-weighted", "majority", "dawid-skene")
 BRANCHES: tuple[str, ...] = ("majority", "score", "labeler_share", "random")
+_BRANCH = {name: code for code, name in enumerate(BRANCHES)}
 _SCORE_RTOL = 1e-9  # two scores this close are a tie (products of shares, computed in floats)
 _EPS = 1e-12
 
@@ -123,6 +122,25 @@ def _encode(labels: pd.DataFrame, n_classes: int) -> _Encoded:
     )
 
 
+def _encode_matrix(matrix: np.ndarray, ids: Sequence[int], n_classes: int) -> _Encoded:
+    """Integer codes of a dense, already checked rating matrix (NaN = not rated)."""
+    rated = ~np.isnan(matrix)
+    rows, cols = np.nonzero(rated)  # row-major: by task, then worker
+    tasks = np.flatnonzero(rated.any(axis=1))
+    t = np.cumsum(rated.any(axis=1)) - 1
+    order = np.argsort(np.asarray(ids))
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return _Encoded(
+        tasks=pd.Index(tasks.astype(np.int64), name="task"),
+        workers=pd.Index(np.asarray(ids, dtype=np.int64)[order], name="worker"),
+        t=t[rows].astype(np.int64),
+        w=rank[cols],
+        y=matrix[rows, cols].astype(np.int64),
+        n_classes=int(n_classes),
+    )
+
+
 def _argmax_random(counts: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Per row the column of the maximum, ties broken uniformly at random; also which rows tied."""
     is_max = counts == counts.max(axis=1, keepdims=True)
@@ -145,7 +163,26 @@ class Aggregator:
     labels_: pd.Series
     probas_: pd.DataFrame
 
-    def fit(self, labels: pd.DataFrame, n_classes: int) -> "Aggregator":  # pragma: no cover - abstract
+    def fit(self, labels: pd.DataFrame, n_classes: int) -> "Aggregator":
+        """Fits on a long table with columns task, worker, label (see the module docstring)."""
+        return self._fit(_encode(labels, n_classes))
+
+    def fit_matrix(self, matrix: np.ndarray, ids: Sequence[int], n_classes: int) -> "Aggregator":
+        """Fits on a dense rating matrix, the fast path of the table-level code.
+
+        Args:
+            matrix: (n_rows, n_labelers) floats, NaN = not rated, values already checked to be
+                classes 0..n_classes-1 (as `psyattrs.labels.resolve.rated_matrix` returns them).
+            ids: the labeler number of each column (the workers).
+            n_classes: number of classes K.
+
+        Returns:
+            self, fitted as `fit` would be on the equivalent long table: tasks are the row
+            numbers with at least one rating, workers the ids.
+        """
+        return self._fit(_encode_matrix(matrix, ids, n_classes))
+
+    def _fit(self, enc: "_Encoded") -> "Aggregator":  # pragma: no cover - abstract
         raise NotImplementedError
 
     def fit_predict(self, labels: pd.DataFrame, n_classes: int) -> pd.Series:
@@ -177,9 +214,7 @@ class MajorityVote(Aggregator):
     def __init__(self, seed: int = 0):
         self.seed = seed
 
-    def fit(self, labels: pd.DataFrame, n_classes: int) -> "MajorityVote":
-        """Fits on a long table with columns task, worker, label (see the module docstring)."""
-        enc = _encode(labels, n_classes)
+    def _fit(self, enc: _Encoded) -> "MajorityVote":
         counts = enc.vote_counts()
         winners, tied = _argmax_random(counts, np.random.default_rng(self.seed))
         self.labels_ = _label_series(winners, enc.tasks)
@@ -229,20 +264,20 @@ class OpelaResolver(Aggregator):
         self.weighted = weighted
         self.seed = seed
 
-    def fit(self, labels: pd.DataFrame, n_classes: int) -> "OpelaResolver":
-        """Fits on a long table with columns task, worker, label (see the module docstring)."""
-        enc = _encode(labels, n_classes)
+    def _fit(self, enc: _Encoded) -> "OpelaResolver":
         rng = np.random.default_rng(self.seed)
         counts = enc.vote_counts()
         winners, tied = _argmax_random(counts, rng)
-        branches = np.where(tied, "random", "majority").astype(object)
+        branches = np.where(tied, _BRANCH["random"], _BRANCH["majority"]).astype(np.int8)
         self.R_ = self.U_ = self.majority_share_ = None
         self.n_majority_items_ = 0
         if enc.n_classes > 2:
             self._resolve_three(enc, counts, winners, branches, rng)
         self.labels_ = _label_series(winners, enc.tasks)
         self.probas_ = _proba_frame(np.eye(enc.n_classes)[winners], enc.tasks)
-        self.branches_ = pd.Series(branches, index=enc.tasks, name="branch", dtype=str)
+        self.branches_ = pd.Series(
+            pd.Categorical.from_codes(branches, categories=list(BRANCHES)), index=enc.tasks, name="branch"
+        )
         return self
 
     def _resolve_three(
@@ -277,7 +312,7 @@ class OpelaResolver(Aggregator):
         self.majority_share_ = pd.Series(share, index=enc.workers, name="majority_share")
         self.n_majority_items_ = int(agree.sum())
 
-        branches[three[agree]] = "majority"
+        branches[three[agree]] = _BRANCH["majority"]
         differ = np.flatnonzero(~agree)  # all three differ
         c, j = given[differ], who[differ]
         score = R[c, j] * ((1.0 - U[c, j]) if self.weighted else U[c, j])
@@ -285,9 +320,9 @@ class OpelaResolver(Aggregator):
         by_share = _unique_best(share[j])
         rows = np.arange(len(differ))
         label = np.where(by_score >= 0, c[rows, by_score], c[rows, by_share])
-        branch = np.where(by_score >= 0, "score", "labeler_share").astype(object)
+        branch = np.where(by_score >= 0, _BRANCH["score"], _BRANCH["labeler_share"]).astype(np.int8)
         for i in np.flatnonzero((by_score < 0) & (by_share < 0)):  # the authors never saw one
-            label[i], branch[i] = rng.choice(c[i]), "random"
+            label[i], branch[i] = rng.choice(c[i]), _BRANCH["random"]
         winners[three[differ]] = label
         branches[three[differ]] = branch
 
@@ -335,9 +370,7 @@ class DawidSkene(Aggregator):
         self.n_iter = n_iter
         self.tol = tol
 
-    def fit(self, labels: pd.DataFrame, n_classes: int) -> "DawidSkene":
-        """Fits on a long table with columns task, worker, label (see the module docstring)."""
-        enc = _encode(labels, n_classes)
+    def _fit(self, enc: _Encoded) -> "DawidSkene":
         k, n_w = enc.n_classes, enc.n_workers
         counts = enc.vote_counts()
         post = counts / counts.sum(axis=1, keepdims=True)
@@ -380,7 +413,7 @@ class DawidSkene(Aggregator):
 
 
 # --------------------------------------------------------------------------------------------
-# Table level: the utterance table's labeler{k}_{head} columns
+# Method names
 # --------------------------------------------------------------------------------------------
 
 
@@ -395,187 +428,3 @@ def make_aggregator(method: str, *, seed: int = 0) -> Aggregator:
     if method == "dawid-skene":
         return DawidSkene()
     raise ValueError(f"unknown method {method!r}; allowed: {list(METHODS)}")
-
-
-def rated_matrix(df: pd.DataFrame, head: Head) -> tuple[np.ndarray, list[int]]:
-    """One head's per-labeler labels, checked against the head's classes.
-
-    Args:
-        df: utterance table with `labeler{k}_{head}` columns (any number of k, empty = not rated).
-        head: the head.
-
-    Returns:
-        (matrix, ids): float array (n_rows, n_labelers) with NaN where a labeler did not rate, and
-        the labeler numbers k of its columns, ascending. Zero columns when the head has none.
-
-    Raises:
-        ValueError: a cell holds something other than one of the head's classes (names the column,
-            the row, its sent_id where known, and the allowed classes).
-    """
-    ids = labeler_ids(df.columns, [head.name])
-    out = np.full((len(df), len(ids)), np.nan)
-    for i, k in enumerate(ids):
-        col = labeler_column(k, head.name)
-        out[:, i] = label_values(df, col, head)
-    return out, ids
-
-
-def label_values(df: pd.DataFrame, col: str, head: Head) -> np.ndarray:
-    """One label column as a float array (NaN = empty cell).
-
-    Raises:
-        ValueError: a cell holds something other than one of the head's classes (names the column,
-            the 1-based row, its sent_id where known, how many such cells, and the allowed classes).
-    """
-    raw = df[col]
-    numeric = pd.to_numeric(raw, errors="coerce")
-    values = numeric.astype("Float64").to_numpy(dtype=float, na_value=np.nan)
-    bad = (numeric.isna().to_numpy() & raw.notna().to_numpy() & (raw.astype(str).str.strip() != "").to_numpy()) | (
-        ~np.isnan(values) & ~np.isin(values, head.values)
-    )
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        where = f"row {row + 1}"
-        if "sent_id" in df.columns:
-            where += f" (sent_id {df['sent_id'].iloc[row]!r})"
-        value = raw.iloc[row]
-        value = value.item() if isinstance(value, np.generic) else value
-        raise ValueError(
-            f"column {col!r} has value {value!r} at {where} ({int(bad.sum())} such cells); "
-            f"head {head.name!r} allows {head.values}"
-        )
-    return values
-
-
-def long_labels(matrix: np.ndarray, ids: Sequence[int]) -> pd.DataFrame:
-    """The long table of a rated matrix: one row per rated cell.
-
-    Args:
-        matrix: (n_rows, n_labelers) floats, NaN = not rated (as from `rated_matrix`).
-        ids: the labeler number of each matrix column.
-
-    Returns:
-        DataFrame with columns task (row position), worker (labeler number k), label (int),
-        ordered by task then worker.
-    """
-    rows, cols = np.nonzero(~np.isnan(matrix))
-    return pd.DataFrame(
-        {
-            "task": rows.astype(np.int64),
-            "worker": np.asarray(ids, dtype=np.int64)[cols],
-            "label": matrix[rows, cols].astype(np.int64),
-        }
-    )
-
-
-def _heads_without_labelers(df: pd.DataFrame, schema: Schema) -> list[str]:
-    return [h.name for h in schema if not labeler_ids(df.columns, [h.name])]
-
-
-def resolve_final_labels(df: pd.DataFrame, schema: Schema, *, method: str = "opela", seed: int = 0) -> pd.DataFrame:
-    """Fills the final-label columns of an utterance table from its labelers' columns.
-
-    Every row with at least one labeler's label is resolved, pause rows included (the released
-    final labels cover them too, and their (a) items count towards R and U).
-
-    Args:
-        df: utterance table with `labeler{k}_{head}` columns for every head of the schema.
-        schema: the heads to resolve.
-        method: opela, opela-weighted, majority or dawid-skene.
-        seed: seeds the random fallbacks of opela and majority.
-
-    Returns:
-        A copy of `df` whose `labeler_{head}` columns (Int64, <NA> where no labeler rated) hold the
-        resolved labels; an existing column keeps its place, a new one is appended. All other
-        columns are unchanged.
-
-    Raises:
-        ValueError: unknown method, a head without any labeler columns, or a label outside a head's
-            classes.
-    """
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; allowed: {list(METHODS)}")
-    missing = _heads_without_labelers(df, schema)
-    if missing:
-        raise ValueError(f"no labeler{{k}}_{{head}} columns for head(s) {missing}: nothing to resolve them from")
-    out = df.copy()
-    for head in schema:
-        out[final_column(head.name)] = _resolve_head(df, head, method, seed)
-    return out
-
-
-def _resolve_head(df: pd.DataFrame, head: Head, method: str, seed: int) -> pd.arrays.IntegerArray:
-    matrix, ids = rated_matrix(df, head)
-    values = np.zeros(len(df), dtype=np.int64)
-    mask = np.ones(len(df), dtype=bool)
-    long = long_labels(matrix, ids)
-    if len(long):
-        pred = make_aggregator(method, seed=seed).fit_predict(long, head.n_classes)
-        values[pred.index.to_numpy()] = pred.to_numpy()
-        mask[pred.index.to_numpy()] = False
-    return pd.arrays.IntegerArray(values, mask)
-
-
-def all_different_mask(matrix: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
-    """Which items have at least three labels, and which of those have no two labels alike.
-
-    Args:
-        matrix: (n_rows, n_labelers) floats, NaN = not rated, values 0..n_classes-1.
-        n_classes: number of classes K.
-
-    Returns:
-        (eligible, all_different): two bool arrays of length n_rows.
-    """
-    counts = np.stack([(matrix == c).sum(axis=1) for c in range(n_classes)], axis=1)
-    eligible = counts.sum(axis=1) >= 3
-    return eligible, eligible & (counts.max(axis=1, initial=0) <= 1)
-
-
-def compare_with_final(
-    df: pd.DataFrame, schema: Schema, *, methods: Sequence[str] = METHODS, seed: int = 0
-) -> pd.DataFrame:
-    """How well each method reproduces the final labels already in the table.
-
-    Args:
-        df: utterance table with `labeler{k}_{head}` and `labeler_{head}` columns for every head.
-        schema: the heads to compare.
-        methods: method names (see `METHODS`).
-        seed: seeds the random fallbacks.
-
-    Returns:
-        DataFrame, one row per head x method (heads in schema order, methods in the given order),
-        columns: head, method, n_items (rows with both a final and a resolved label), agreement
-        (share of those that match; NaN when n_items is 0), n_all_different (of those, rows with at
-        least three labels, no two alike), agreement_all_different (share matching among them).
-
-    Raises:
-        ValueError: unknown method, a head without final or labeler columns, a bad label value.
-    """
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown:
-        raise ValueError(f"unknown method(s) {unknown}; allowed: {list(METHODS)}")
-    no_final = [h.name for h in schema if final_column(h.name) not in df.columns]
-    if no_final:
-        raise ValueError(f"no final-label column(s) {[final_column(h) for h in no_final]} to compare with")
-    finals = {h.name: label_values(df, final_column(h.name), h) for h in schema}
-    resolved = {m: resolve_final_labels(df, schema, method=m, seed=seed) for m in methods}
-    rows = []
-    for head in schema:
-        final = finals[head.name]
-        _, all_diff = all_different_mask(rated_matrix(df, head)[0], head.n_classes)
-        for m in methods:
-            got = resolved[m][final_column(head.name)].to_numpy(dtype=float, na_value=np.nan)
-            both = ~np.isnan(final) & ~np.isnan(got)
-            match = both & (final == got)
-            n, n_diff = int(both.sum()), int((both & all_diff).sum())
-            rows.append(
-                {
-                    "head": head.name,
-                    "method": m,
-                    "n_items": n,
-                    "agreement": match.sum() / n if n else np.nan,
-                    "n_all_different": n_diff,
-                    "agreement_all_different": (match & all_diff).sum() / n_diff if n_diff else np.nan,
-                }
-            )
-    return pd.DataFrame(rows, columns=["head", "method", "n_items", "agreement", "n_all_different", "agreement_all_different"])

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from psyattrs.data.table import final_column
-from psyattrs.labels.aggregate import all_different_mask, label_values, rated_matrix
+from psyattrs.labels.resolve import all_different_mask, label_values, rated_matrix
 from psyattrs.labels.soft import pause_mask
 from psyattrs.schema import Head, Schema
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from psyattrs.data.table import final_column
-from psyattrs.labels.aggregate import label_values, rated_matrix
+from psyattrs.labels.resolve import label_values, rated_matrix
 from psyattrs.schema import Head, Schema
 
 

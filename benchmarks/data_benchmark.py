@@ -1,0 +1,132 @@
+"""Benchmark: read, validate and resolve ~100k synthetic utterances, next to plain pandas.read_csv.
+
+Writes a synthetic annotated corpus (FORMATS §2) of about 100k sentences to a temporary folder,
+then runs each step in a fresh Python process (so peak memory is that step's own), REPEATS times,
+and prints the median seconds and the peak resident memory, with the ratio to `pandas.read_csv` of
+the same file measured in the same run. Imports are done before the clock starts in every child.
+
+    .venv/bin/python benchmarks/data_benchmark.py [--sentences 100000] [--repeats 3]
+
+Aim (issue 2): read + validate + resolve under 3x read_csv's time and under 1 GB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+STEPS = {
+    "read_csv": "pandas.read_csv of the file (reference)",
+    "read": "load_corpus (read + type + checks)",
+    "read+validate": "load_corpus + summarize",
+    "read+validate+resolve": "load_corpus + summarize + resolve (opela)",
+    "resolve-all-methods": "load_corpus + compare_with_final (4 methods)",
+}
+
+
+def _child(step: str, path: str) -> dict:
+    import pandas as pd
+
+    from psyattrs.data import load_corpus
+    from psyattrs.data.validate import summarize
+    from psyattrs.labels.resolve import compare_with_final, resolve_final_labels
+    from psyattrs.schema import OPELA
+
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    if step == "read_csv":
+        n = len(pd.read_csv(path))
+    else:
+        corpus = load_corpus(path)
+        n = len(corpus.utterances)
+        if step in ("read+validate", "read+validate+resolve"):
+            summarize(corpus)
+        if step == "read+validate+resolve":
+            resolve_final_labels(corpus.utterances, OPELA, method="opela", seed=0)
+        if step == "resolve-all-methods":
+            compare_with_final(corpus.utterances, OPELA)
+    seconds = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"seconds": seconds, "rows": n, "peak_mb": peak / 1024, "imports_mb": rss_before / 1024}
+
+
+def _make(sentences: int, path: Path) -> dict:
+    from psyattrs.data.synth import synthesize, write_annotated
+
+    t0 = time.perf_counter()
+    n_dialogues = max(1, round(sentences / 116))  # about 116 sentences per dialogue, as in the real release
+    table = synthesize(n_dialogues, seed=1).utterances
+    if len(table) < sentences:  # top up when the draw came out short
+        n_dialogues = int(n_dialogues * sentences / len(table)) + 1
+        table = synthesize(n_dialogues, seed=1).utterances
+    write_annotated(table, path)
+    return {"sentences": len(table), "dialogues": n_dialogues, "seconds": time.perf_counter() - t0}
+
+
+def _run(step: str, path: Path) -> dict:
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", step, str(path)], capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sentences", type=int, default=100_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--child", nargs=2, metavar=("STEP", "PATH"), help=argparse.SUPPRESS)
+    parser.add_argument("--make", nargs=2, metavar=("SENTENCES", "PATH"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(_child(*args.child)))
+        return
+    if args.make:
+        print(json.dumps(_make(int(args.make[0]), Path(args.make[1]))))
+        return
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "corpus.csv"
+        # the corpus is made in a child too: Linux carries a parent's peak memory over into the
+        # children it starts, so the parent stays small
+        made = json.loads(subprocess.run(
+            [sys.executable, __file__, "--make", str(args.sentences), str(path)],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip().splitlines()[-1])
+        size_mb = path.stat().st_size / 2**20
+        print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+              f"Python {platform.python_version()}")
+        print(f"corpus: {made['sentences']:,} sentences in {made['dialogues']} synthetic dialogues, "
+              f"{size_mb:.1f} MB CSV (synthesized and written in {made['seconds']:.1f} s)")
+        print(f"each step in a fresh process, median of {args.repeats}\n")
+        results = {}
+        for step in STEPS:
+            runs = [_run(step, path) for _ in range(args.repeats)]
+            results[step] = {
+                "seconds": statistics.median(r["seconds"] for r in runs),
+                "peak_mb": max(r["peak_mb"] for r in runs),
+                "imports_mb": statistics.median(r["imports_mb"] for r in runs),
+                "rows": runs[0]["rows"],
+            }
+        ref = results["read_csv"]["seconds"]
+        header = f"{'step':<24} {'rows':>8} {'median s':>9} {'x read_csv':>10} {'peak MB':>8} {'after imports MB':>17}"
+        print(header)
+        print("-" * len(header))
+        for step, r in results.items():
+            print(f"{step:<24} {r['rows']:>8,} {r['seconds']:>9.2f} {r['seconds'] / ref:>10.2f} "
+                  f"{r['peak_mb']:>8.0f} {r['imports_mb']:>17.0f}")
+        print()
+        for step, text in STEPS.items():
+            print(f"  {step}: {text}")
+
+
+if __name__ == "__main__":
+    main()
