@@ -13,6 +13,8 @@ from typing import Sequence
 
 from psyattrs.errors import InputFileError
 from psyattrs.cli import data_validate, data_stats, data_synth, labels_resolve
+from psyattrs.cli import evaluate as evaluate_cmd, train as train_cmd
+from psyattrs.cli import annotate as annotate_cmd, predict as predict_cmd, register as register_cmd, serve as serve_cmd
 
 EXIT_BAD_INPUT = 2
 
@@ -36,6 +38,13 @@ def build_parser() -> argparse.ArgumentParser:
     labels = groups.add_parser("labels", help="resolve final labels from the labelers' labels")
     labels_cmds = labels.add_subparsers(dest="command", required=True, parser_class=_Parser)
     labels_resolve.register(labels_cmds)
+
+    train_cmd.register(groups)
+    evaluate_cmd.register(groups)
+    predict_cmd.register(groups)
+    register_cmd.register(groups)
+    serve_cmd.register(groups)
+    annotate_cmd.register(groups)
     return parser
 
 

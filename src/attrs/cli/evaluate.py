@@ -1,0 +1,46 @@
+"""`psyattrs evaluate --run RUN_ID [--data PATH]`: re-score a trained run with its logged model.
+
+Without `--data` the run's own test split is rebuilt from its logged config and scored again;
+with `--data` every sentence of that corpus is scored. Prints the per-head table (model, floor,
+ceiling); `--json OUT` also writes every metric.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Adds the top-level `evaluate` command."""
+    parser = subparsers.add_parser(
+        "evaluate",
+        help="re-score a trained MLflow run (its test split, or another corpus)",
+        description=__doc__.splitlines()[0].split(": ", 1)[1],
+    )
+    parser.add_argument("--run", dest="run_id", metavar="RUN_ID", required=True, help="MLflow run id from psyattrs train")
+    parser.add_argument("--data", metavar="PATH", type=Path, default=None, help="corpus to score instead of the test split")
+    parser.add_argument("--tracking-uri", default=None, help="MLflow store (default: MLFLOW_TRACKING_URI or <repo>/mlflow)")
+    parser.add_argument("--json", metavar="OUT", type=Path, default=None, help="also write every metric as JSON")
+    parser.set_defaults(func=handler)
+
+
+def handler(args: argparse.Namespace) -> int:
+    from psyattrs.experiments.metrics import format_table, summary_table
+    from psyattrs.experiments.runner import evaluate
+    from psyattrs.experiments.tracking import load_run_config
+    from psyattrs.schema import load_schema
+
+    metrics = evaluate(args.run_id, args.data, tracking_uri=args.tracking_uri)
+    config, _ = load_run_config(args.run_id, tracking_uri=args.tracking_uri)
+    prefix = "test_" if args.data is None else "eval_"
+    what = "its test split" if args.data is None else str(args.data)
+    print(f"run {args.run_id} ({config.run_name}, {config.model.kind}) on {what}")
+    print(format_table(summary_table(metrics, load_schema(config.data.schema), prefix=prefix)))
+    if args.json is not None:
+        clean = {k: (None if math.isnan(v) else v) for k, v in metrics.items()}
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(clean, indent=2), encoding="utf-8")
+    return 0

@@ -1,0 +1,161 @@
+"""Experiment configs: defaults, merging, overrides, validation, round trip, sweeps."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from psyattrs.errors import InputFileError
+from psyattrs.experiments.config import (
+    ExperimentConfig,
+    default_dict,
+    expand_sweep,
+    load_config,
+    parse_override,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED = sorted((REPO / "experiments").glob("*.yaml"))
+
+
+def _write(tmp_path: Path, text: str, name: str = "exp.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_file_states_only_what_differs(tmp_path):
+    path = _write(tmp_path, "data: {synthetic: {dialogues: 30}}\nmodel: {kind: lightgbm, params: {n_estimators: 20}}\n")
+    config = load_config(path)
+    assert config.name == "exp"  # the file name
+    assert config.model.kind == "lightgbm" and config.model.params == {"n_estimators": 20}
+    assert config.data.synthetic.dialogues == 30 and config.data.synthetic.rare_boost == 1.0
+    # everything else from defaults.yaml
+    defaults = default_dict()
+    assert config.targets.lam == defaults["targets"]["lambda"] == 1.0
+    assert config.split.by == "doc" and config.split.folds == 0 and config.context.previous == 0
+    assert config.data.schema == "opela" and config.data.format == "auto"
+    assert config.tracking.uri is None and config.run_name == "exp"
+
+
+def test_overrides_are_dotted_and_yaml_parsed(tmp_path):
+    path = _write(tmp_path, "data: {synthetic: {dialogues: 30}}\n")
+    config = load_config(
+        path,
+        ["targets.lambda=0.5", "model.calibration=temperature", "model.params.C=2.5", "context.previous=3",
+         "model.tune_thresholds=true", "tracking.run_name=my run"],
+    )
+    assert config.targets.lam == 0.5 and config.model.calibration == "temperature"
+    assert config.model.params == {"C": 2.5} and config.context.previous == 3
+    assert config.model.tune_thresholds is True and config.run_name == "my run"
+    assert parse_override("model.calibration=null") == ("model.calibration", None)
+    assert parse_override("data.path=a=b.csv") == ("data.path", "a=b.csv")
+    with pytest.raises(ValueError, match="not key=value"):
+        parse_override("targets.lambda")
+
+
+def test_a_later_data_source_replaces_the_earlier_one(tmp_path):
+    path = _write(tmp_path, "data: {synthetic: {dialogues: 30}}\n")
+    config = load_config(path, ["data.path=corpus.csv"])
+    assert config.data.path == str(Path.cwd() / "corpus.csv") and config.data.synthetic is None
+    files = load_config(path, ["data.train=a.csv", "data.test=/data/b.csv", "data.schema=my_schema.yaml"])
+    assert files.data.source_kind == "files" and files.data.valid is None
+    assert files.data.test == "/data/b.csv" and files.data.schema == str(Path.cwd() / "my_schema.yaml")
+    back = files.with_overrides({"data.synthetic.dialogues": 12})
+    assert back.data.source_kind == "synthetic" and back.data.train is None
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("modle: {kind: tfidf}\n", r"unknown config key 'modle' \(did you mean 'model'\?\); allowed keys: \['name'"),
+        ("model: {knd: tfidf}\n", r"'model.knd'.*allowed keys under 'model': \['kind', 'params'"),
+        ("targets: {lamda: 0.5}\n", r"'targets.lamda' \(did you mean 'lambda'\?\)"),
+        ("data: {synthetic: {dialogs: 3}}\n", r"'data.synthetic.dialogs'.*\['dialogues', 'seed', 'rare_boost'\]"),
+        ("model: {kind: svm}\n", r"model.kind: 'svm' is not one of \['majority', 'tfidf', 'lightgbm'\]"),
+        ("split: {by: user}\n", r"split.by: 'user' is not one of \['doc', 'persona'\]"),
+        ("targets: {lambda: 1.5}\n", r"targets.lambda: must be in \[0.0, 1.0\], got 1.5"),
+        ("split: {folds: 1}\n", r"split.folds: must be >= 2, got 1"),
+        ("split: {valid: 0.5, test: 0.5}\n", r"valid \+ test must be below 1"),
+        ("context: {previous: two}\n", r"context.previous: must be an integer, got 'two'"),
+        ("model: {calibration: isotonic}\n", r"'isotonic' is not one of \[None, 'temperature', 'platt'\]"),
+        ("model: {tune_thresholds: 1}\n", r"model.tune_thresholds: must be true or false"),
+        ("data: {format: public}\n", r"data.format: 'public' is not one of \['auto', 'annotated', 'generic'\]"),
+        ("seed: true\n", r"seed: must be an integer"),
+        ("sweep: [{targets.lambda: 2}]\n", r"sweep\[0\].*targets.lambda: must be in"),
+        ("sweep: [{model.kid: majority}]\n", r"sweep\[0\].*'model.kid'"),
+        ("model: {params: {seed: 3}}\n", None),  # valid here; rejected when building settings
+    ],
+)
+def test_bad_keys_and_values_are_named(tmp_path, text, message):
+    path = _write(tmp_path, "data: {synthetic: {dialogues: 30}}\n" + text)
+    if message is None:
+        config = load_config(path)
+        with pytest.raises(ValueError, match=r"\['seed'\] are set by other config keys"):
+            config.model.settings(context_previous=0, seed=0)
+        return
+    with pytest.raises(ValueError, match=message) as info:
+        load_config(path)
+    assert str(path) in str(info.value)
+
+
+def test_data_sources_must_be_exactly_one(tmp_path):
+    with pytest.raises(ValueError, match="set exactly one of data.path.*none is set"):
+        load_config(_write(tmp_path, "model: {kind: majority}\n"))
+    with pytest.raises(ValueError, match="need both data.train and data.test"):
+        load_config(_write(tmp_path, "data: {train: a.csv}\n"))
+    with pytest.raises(ValueError, match="path and synthetic are all set"):
+        ExperimentConfig.from_dict({"data": {"path": "a.csv", "synthetic": {"dialogues": 9}}}).with_overrides(
+            {"data": {"path": "b.csv", "synthetic": {"dialogues": 9}}}
+        )
+
+
+def test_bad_files_are_input_file_errors(tmp_path):
+    with pytest.raises(InputFileError, match="experiment config not found"):
+        load_config(tmp_path / "missing.yaml")
+    with pytest.raises(InputFileError, match="not readable YAML"):
+        load_config(_write(tmp_path, "model: {kind: [\n"))
+    with pytest.raises(InputFileError, match="a YAML mapping, got list"):
+        load_config(_write(tmp_path, "- 1\n- 2\n"))
+
+
+def test_round_trip_and_flatten(tmp_path):
+    path = _write(
+        tmp_path,
+        "data: {synthetic: {dialogues: 30, seed: 4}}\nmodel: {kind: tfidf, params: {C: 2.0, ngram: [1, 3]}}\n"
+        "sweep: [{targets.lambda: 0.0}]\n",
+    )
+    config = load_config(path)
+    assert ExperimentConfig.from_dict(config.to_dict()) == config
+    assert ExperimentConfig.from_dict(yaml.safe_load(config.to_yaml())) == config
+    flat = config.flatten()
+    assert flat["targets.lambda"] == "1.0" and flat["model.params.C"] == "2.0"
+    assert flat["model.params.ngram"] == "[1, 3]" and flat["data.synthetic.seed"] == "4"
+    assert flat["model.calibration"] == "null" and flat["sweep"] == "[{targets.lambda: 0.0}]"
+    assert all(isinstance(v, str) for v in flat.values())
+
+
+def test_sweep_expands_into_one_config_per_entry(tmp_path):
+    path = _write(tmp_path, "data: {synthetic: {dialogues: 30}}\nsweep:\n  - {targets.lambda: 1.0}\n"
+                            "  - {targets.lambda: 0.5}\n  - {targets.lambda: 0.0, targets.smoothing: 0.1}\n")
+    members = expand_sweep(load_config(path))
+    assert [m.targets.lam for m in members] == [1.0, 0.5, 0.0]
+    assert [m.targets.smoothing for m in members] == [0.0, 0.0, 0.1]
+    assert members[1].run_name == "exp[targets.lambda=0.5]"
+    assert all(m.sweep == () for m in members)
+    single = load_config(_write(tmp_path, "data: {synthetic: {dialogues: 30}}\n", "one.yaml"))
+    assert expand_sweep(single) == [single]
+
+
+def test_shipped_configs_load_and_state_only_known_keys():
+    names = {p.stem for p in SHIPPED}
+    assert {"majority", "baseline_tfidf", "lightgbm_context", "soft_vs_hard", "demo"} <= names
+    for path in SHIPPED:
+        config = load_config(path)
+        assert config.name == path.stem
+        for member in expand_sweep(config):
+            settings = member.model.settings(context_previous=member.context.previous, seed=member.seed)
+            assert settings["seed"] == member.seed
+    soft = expand_sweep(load_config(REPO / "experiments" / "soft_vs_hard.yaml"))
+    assert [m.targets.lam for m in soft] == [1.0, 0.5, 0.0]
+    assert len({(m.model.kind, tuple(sorted(m.model.params.items()))) for m in soft}) == 1
