@@ -257,3 +257,54 @@ def real_public_rows() -> Path:
     if not path.is_file():
         pytest.skip(f"real data sample not present ({path})")
     return path
+
+
+# ----------------------------------------------------------------------------------------------
+# serving: ONE tiny trained model per test session (test_predict, test_registry, test_serve,
+# test_annotate, test_spark)
+
+TINY_MODEL_NAME = "psyattrs-tiny"
+
+
+class TinyModel:
+    """The session's tiny model: the shipped baseline_tfidf config shrunk to seconds, with one
+    previous sentence of context, tuned thresholds and temperature calibration, tracked in a
+    temporary sqlite store and registered as `psyattrs-tiny` with alias `champion`.
+
+    Attributes:
+        result: the `TrainResult`.
+        tracking_uri: the temporary store.
+        run_id: the run.
+        registered: `models:/psyattrs-tiny@champion`.
+        folder: the fitted model saved with `MultiHeadModel.save` (loads without MLflow).
+    """
+
+    def __init__(self, result, tracking_uri: str, registered: str, folder: Path):
+        self.result = result
+        self.tracking_uri = tracking_uri
+        self.run_id = result.run_id
+        self.model = result.model
+        self.registered = registered
+        self.folder = folder
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> TinyModel:
+    from psyattrs.experiments.config import load_config
+    from psyattrs.experiments.runner import train
+    from psyattrs.serving.registry import register
+
+    root = tmp_path_factory.mktemp("serving_store")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    config = load_config(
+        Path(__file__).resolve().parents[1] / "experiments" / "baseline_tfidf.yaml",
+        ["data.synthetic.dialogues=8", "data.synthetic.rare_boost=5", "model.params.words=none",
+         "model.params.char_ngrams=[2, 3]", "model.params.max_iter=200", "context.previous=1",
+         "model.tune_thresholds=true", "model.calibration=temperature", f"tracking.uri={uri}",
+         "tracking.experiment=serving-tests"],
+    )
+    result = train(config, quiet=True)
+    registration = register(result.run_id, TINY_MODEL_NAME, tracking_uri=uri)
+    folder = root / "saved_model"
+    result.model.save(folder)
+    return TinyModel(result, uri, registration.uri, folder)
