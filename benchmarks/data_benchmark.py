@@ -16,13 +16,21 @@ import argparse
 import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+def _peak_kb() -> int:
+    """This process's peak resident memory in KiB (VmHWM: unlike ru_maxrss, not inherited from the parent)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
 
 STEPS = {
     "read_csv": "pandas.read_csv of the file (reference)",
@@ -41,7 +49,7 @@ def _child(step: str, path: str) -> dict:
     from psyattrs.labels.resolve import compare_with_final, resolve_final_labels
     from psyattrs.schema import OPELA
 
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss_before = _peak_kb()
     t0 = time.perf_counter()
     if step == "read_csv":
         n = len(pd.read_csv(path))
@@ -55,7 +63,7 @@ def _child(step: str, path: str) -> dict:
         if step == "resolve-all-methods":
             compare_with_final(corpus.utterances, OPELA)
     seconds = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = _peak_kb()
     return {"seconds": seconds, "rows": n, "peak_mb": peak / 1024, "imports_mb": rss_before / 1024}
 
 
