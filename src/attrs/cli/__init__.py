@@ -12,7 +12,7 @@ import sys
 from typing import Sequence
 
 from psyattrs.errors import InputFileError
-from psyattrs.cli import data_validate, data_stats, data_synth, labels_resolve
+from psyattrs.cli import data_align, data_validate, data_stats, data_synth, labels_resolve
 from psyattrs.cli import evaluate as evaluate_cmd, train as train_cmd
 from psyattrs.cli import annotate as annotate_cmd, predict as predict_cmd, register as register_cmd, serve as serve_cmd
 
@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     data_validate.register(data_cmds)
     data_stats.register(data_cmds)
     data_synth.register(data_cmds)
+    data_align.register(data_cmds)
 
     labels = groups.add_parser("labels", help="resolve final labels from the labelers' labels")
     labels_cmds = labels.add_subparsers(dest="command", required=True, parser_class=_Parser)

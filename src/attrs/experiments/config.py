@@ -34,7 +34,7 @@ from psyattrs.errors import InputFileError
 
 MODEL_KINDS = ("majority", "tfidf", "lightgbm")
 SPLIT_BY = ("doc", "persona")
-DATA_FORMATS = ("auto", "annotated", "generic", "public")
+DATA_FORMATS = ("auto", "annotated", "generic")
 CLASS_WEIGHTS = (None, "balanced")
 CALIBRATIONS = (None, "temperature", "platt")
 _SOURCE_GROUPS = (("path",), ("train", "valid", "test"), ("synthetic",))
@@ -113,8 +113,7 @@ class DataConfig:
         train, valid, test: explicit files (`valid` optional: carved from `train` when None).
         synthetic: generate the synthetic corpus instead of reading a file.
         schema: `opela` or the path of a schema YAML file.
-        format: `auto`, `annotated`, `generic` or `public` (the public release, aligned on the
-            fly by `psyattrs.data.align.aligned_corpus` and cached).
+        format: `auto`, `annotated` or `generic`.
     """
 
     path: str | None

@@ -1,0 +1,202 @@
+"""Benchmark: reconstructing the sentence order of the OPELA public release (issue 5).
+
+Part 1, synthetic (the truth is known): `psyattrs.data.synth` simulates `--dialogues`
+conversations and writes them in the public layout with the release's quirks (multi-line messages,
+uncounted pauses, trailing newlines, blank user lines); `align_public` reconstructs the order.
+Printed, per round (0 = priors only) and next to the two naive readings measured in the same run:
+the share of sentences given exactly their true labels (a row with exactly their lines and their
+label vector: what training needs) and the share placed at their true position; then the
+calibration of `align_confidence`; then a classical model (TF-IDF + logistic regression) trained
+on the aligned public-format corpus next to the same model trained on the true annotated corpus,
+on the same training conversations, both scored on the true sentences of the same held-out
+conversations (mean macro-F1 over the six heads).
+
+Part 2, real: when `../shared/data/opela_public_rows.csv` exists (135 real rows of the release),
+this script READS IT and prints how many conversations align, the mean confidence, how often a
+labelled pause lands on a pause-signature position, and persona-grouped cross-validated macro-F1
+per head of the classical model trained on the aligned real sentences, next to the majority floor.
+When the file is absent that part is skipped, and the script says so.
+
+    .venv/bin/python benchmarks/align_benchmark.py [--dialogues 135] [--seeds 1] [--iterations 10]
+
+Aims (issue 5): >= 95% of sentences with their true labels; aligned-trained model within 0.03
+mean macro-F1 of the true-trained one; among sentences with confidence >= 0.9, >= 90% correctly
+placed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+REAL_ROWS = Path(__file__).resolve().parents[2] / "shared" / "data" / "opela_public_rows.csv"
+MODEL = dict(max_features=20_000, C=1.0, max_iter=300)
+"""The classical model of the comparisons: the project's TF-IDF kind, trimmed to train fast."""
+
+
+def _fmt(x: float) -> str:
+    return "   n/a" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:6.3f}"
+
+
+def _macro_f1(train: pd.DataFrame, test: pd.DataFrame, kind: str = "tfidf") -> dict[str, float]:
+    from psyattrs.experiments.metrics import macro_f1
+    from psyattrs.labels.soft import mixed_targets
+    from psyattrs.models import build_model
+    from psyattrs.schema import OPELA
+
+    train = train[train[[f"labeler_{h}" for h in OPELA.head_names]].notna().all(axis=1) | train["is_pause"]]
+    model = build_model(kind, OPELA, **(MODEL if kind == "tfidf" else {}))
+    model.fit(train, mixed_targets(train, OPELA, lam=1.0))
+    rows = test[~test["is_pause"].astype(bool)]
+    pred = model.predict(rows)
+    return {h: macro_f1(rows[f"labeler_{h}"].to_numpy(dtype=int), pred[h].to_numpy()) for h in OPELA.head_names}
+
+
+def synthetic_part(dialogues: int, seed: int, iterations: int) -> dict[str, float]:
+    from psyattrs.data.align import align_public
+    from psyattrs.data.align_eval import alternating_reading, pause_anchored_reading, score_reading
+    from psyattrs.data.opela import read_public
+    from psyattrs.data.synth import synthesize, write_public
+
+    print(f"\n== synthetic: {dialogues} conversations, seed {seed} ==")
+    syn = synthesize(dialogues, seed=seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "public.csv"
+        truth = write_public(syn.utterances, syn.conversations, path, seed=seed)
+        corpus = read_public(path)
+    tc = truth.conversations
+    print(
+        f"{len(tc)} conversations, {int((~truth.order['is_pause']).sum())} sentences; quirks: "
+        f"{int((tc['extra_lines'] > 0).sum())} with multi-line messages ({int(tc['extra_lines'].sum())} extra lines), "
+        f"{int((~tc['pauses_counted'] & (tc['pause_count'] > 0)).sum())} with uncounted pauses, "
+        f"{int(tc['trailing_newline'].sum())} trailing newlines, {int((tc['blank_user_lines'] > 0).sum())} with blank user lines"
+    )
+    started = time.perf_counter()
+    result = align_public(corpus, iterations=iterations, keep_history=True)
+    seconds = time.perf_counter() - started
+    print(f"aligned in {seconds:.1f}s ({len(result.history)} rounds)")
+    print(f"{'reading':<34} {'labels':>7} {'position':>9} {'changed':>8} {'secs':>6}")
+    for name, reading in (("naive: strict alternation", alternating_reading(corpus)),
+                          ("naive: pause-anchored spreading", pause_anchored_reading(corpus))):
+        s = score_reading(reading, truth.order, corpus)
+        print(f"{name:<34} {_fmt(s['labels_exact']):>7} {_fmt(s['position_exact']):>9}")
+    for snap, h in zip(result.snapshots, result.history.itertuples()):
+        s = score_reading(snap, truth.order, corpus)
+        label = "round 0 (priors only)" if h.iteration == 0 else f"round {h.iteration}"
+        print(f"{label:<34} {_fmt(s['labels_exact']):>7} {_fmt(s['position_exact']):>9} {_fmt(h.changed):>8} {h.seconds:6.1f}")
+    final = score_reading(result.utterances, truth.order, corpus)
+
+    print("\ncalibration of align_confidence (non-pause rows):")
+    rows = result.utterances[~result.utterances["is_pause"]]
+    key = pd.MultiIndex.from_arrays([truth.order["doc_id"], truth.order["speaker"],
+                                     truth.order["line_start"].astype(float), truth.order["line_end"].astype(float)])
+    true_pos = pd.Series(truth.order["position"].to_numpy(dtype=float), index=key)
+    got = true_pos.reindex(pd.MultiIndex.from_arrays([rows["doc_id"], rows["person_type"],
+                                                      rows["line_start"].astype(float), rows["line_end"].astype(float)]))
+    correct = got.to_numpy() == rows["label_position"].to_numpy(dtype=float)
+    conf = rows["align_confidence"].to_numpy()
+    print(f"{'confidence':<14} {'share of rows':>14} {'correctly placed':>17}")
+    for lo, hi in ((0.0, 0.5), (0.5, 0.9), (0.9, 0.99), (0.99, 1.01), (0.9, 1.01)):
+        sel = (conf >= lo) & (conf < hi)
+        name = ">= 0.9 (all)" if (lo, hi) == (0.9, 1.01) else f"[{lo:.2f}, {min(hi, 1):.2f}{']' if hi > 1 else ')'}"
+        print(f"{name:<14} {sel.mean():14.3f} {(correct[sel].mean() if sel.any() else float('nan')):17.3f}")
+
+    print("\nclassical model (tfidf), trained on 70% of the conversations, scored on the true sentences of the rest:")
+    public_to_source = dict(zip(tc["doc_id"], tc["source_doc_id"]))
+    docs = np.array(sorted(public_to_source))
+    rng = np.random.default_rng(seed)
+    test_docs = set(rng.choice(docs, size=max(1, int(0.3 * len(docs))), replace=False))
+    aligned = result.utterances.copy()
+    aligned["source"] = aligned["doc_id"].map(public_to_source)
+    true = syn.utterances
+    train_src = {public_to_source[d] for d in docs if d not in test_docs}
+    test_src = {public_to_source[d] for d in test_docs}
+    f1_true = _macro_f1(true[true["doc_id"].isin(train_src)], true[true["doc_id"].isin(test_src)])
+    f1_aligned = _macro_f1(aligned[aligned["source"].isin(train_src)], true[true["doc_id"].isin(test_src)])
+    print(f"{'head':<9} {'true':>7} {'aligned':>8}")
+    for h in f1_true:
+        print(f"{h:<9} {f1_true[h]:7.3f} {f1_aligned[h]:8.3f}")
+    mt, ma = np.nanmean(list(f1_true.values())), np.nanmean(list(f1_aligned.values()))
+    print(f"{'mean':<9} {mt:7.3f} {ma:8.3f}   difference {mt - ma:+.3f} (aim: within 0.03)")
+    return {"labels": final["labels_exact"], "position": final["position_exact"],
+            "confident_correct": final["confident_correct"], "f1_gap": mt - ma, "seconds": seconds}
+
+
+def real_part(iterations: int) -> None:
+    from sklearn.model_selection import GroupKFold
+
+    from psyattrs.data.align import align_public
+    from psyattrs.data.align_scoring import SIGNATURE
+    from psyattrs.data.opela import read_public
+    from psyattrs.schema import OPELA
+
+    print("\n== real rows ==")
+    if not REAL_ROWS.is_file():
+        print(f"skipped: {REAL_ROWS} is absent (this part reads the 135 real public-release rows when present)")
+        return
+    print(f"reading {REAL_ROWS}")
+    corpus = read_public(REAL_ROWS)
+    started = time.perf_counter()
+    result = align_public(corpus, iterations=iterations)
+    rep = result.report
+    ok = rep[rep["status"] == "aligned"]
+    u = result.utterances
+    print(f"aligned {len(ok)} of {len(rep)} conversations in {time.perf_counter() - started:.1f}s "
+          f"({len(result.history)} rounds; last round changed {result.history['changed'].iloc[-1]:.3%})")
+    for _, r in rep[rep["status"] != "aligned"].iterrows():
+        print(f"  set aside: {r['doc_id']}: {r['reason']}")
+    labelled = u[u["label_position"].notna()]
+    print(f"sentences: {int((~labelled['is_pause']).sum())} labelled, mean confidence {labelled['align_confidence'].mean():.3f}, "
+          f"{(labelled['align_confidence'] >= 0.9).mean():.1%} >= 0.9")
+    counted = ok["mode"] == "pauses counted"
+    print(f"pause treatment: {int(counted.sum())} counted, {int((~counted).sum())} not counted; "
+          f"{int(ok['merged_lines'].sum())} lines merged into {int(ok['multi_line_units'].sum())} multi-line sentences; "
+          f"{int(ok['pauses_without_line'].sum())} labelled pause(s) without a blank line; "
+          f"{int(ok['blank_lines_skipped'].sum())} blank lines skipped")
+    pauses = labelled[labelled["is_pause"]]
+    sig = np.all([pauses[f"labeler_{h}"].to_numpy() == v for h, v in SIGNATURE.items()], axis=0)
+    print(f"labelled pauses on a pause-signature position: {sig.mean():.3f} ({int(sig.sum())} of {len(pauses)})")
+    runs = ok["speaker_runs"] / ok["total_turn"]
+    print(f"speaker runs per total_turn: median {runs.median():.2f} (IQR {runs.quantile(0.25):.2f}-{runs.quantile(0.75):.2f})")
+
+    print("\npersona-grouped 4-fold cross-validation on the aligned real sentences (macro-F1):")
+    groups = labelled["persona"].to_numpy()
+    scores = {"tfidf": [], "majority": []}
+    for train_idx, test_idx in GroupKFold(n_splits=4).split(labelled, groups=groups):
+        train, test = labelled.iloc[train_idx], labelled.iloc[test_idx]
+        for kind in scores:
+            scores[kind].append(_macro_f1(train, test, kind))
+    print(f"{'head':<9} {'tfidf':>7} {'majority':>9}")
+    for h in OPELA.head_names:
+        t = np.mean([s[h] for s in scores["tfidf"]])
+        m = np.mean([s[h] for s in scores["majority"]])
+        print(f"{h:<9} {t:7.3f} {m:9.3f}")
+    t = np.mean([np.mean(list(s.values())) for s in scores["tfidf"]])
+    m = np.mean([np.mean(list(s.values())) for s in scores["majority"]])
+    print(f"{'mean':<9} {t:7.3f} {m:9.3f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dialogues", type=int, default=135, help="synthetic conversations (default 135, as the real rows)")
+    parser.add_argument("--seeds", type=int, default=1, help="synthetic corpora, seeds 1..N (default 1)")
+    parser.add_argument("--iterations", type=int, default=10, help="classifier rounds at most (default 10)")
+    parser.add_argument("--skip-real", action="store_true", help="do not run the real-rows part")
+    args = parser.parse_args(argv)
+    summaries = [synthetic_part(args.dialogues, seed, args.iterations) for seed in range(1, args.seeds + 1)]
+    if len(summaries) > 1:
+        print("\n== synthetic, over seeds ==")
+        print(pd.DataFrame(summaries).describe().loc[["mean", "min", "max"]].round(3).to_string())
+    if not args.skip_real:
+        real_part(args.iterations)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,217 @@
+"""`psyattrs data align` and `psyattrs data show-aligned`: the public release's sentence order.
+
+`data align PUBLIC.csv --out ANNOTATED.csv [--iterations N] [--report R.jsonl]` reconstructs which
+line(s) each label of the public release belongs to (`psyattrs.data.align.align_public`) and writes
+the per-sentence layout with the final labels and `align_confidence`; the report holds one line per
+conversation (log-likelihood, pause treatment, merged lines, ...; set-aside conversations with the
+reason).
+
+`data show-aligned ANNOTATED.csv --doc DOC_ID` prints one reconstructed conversation as a
+two-column dialogue, persona on the left and user on the right, each sentence with its labels
+and confidence, for a reader to judge.
+
+Exit codes: 0 written / shown; 1 no conversation could be aligned; 2 the input cannot be used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import math
+from pathlib import Path
+
+from psyattrs.errors import InputFileError
+
+LOW_CONFIDENCE = 0.5
+"""Sentences below this confidence are marked with `?` in `show-aligned`."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Adds `align` and `show-aligned` to the `data` command group."""
+    parser = subparsers.add_parser(
+        "align",
+        help="reconstruct the sentence order of the OPELA public release",
+        description="Reconstructs which lines each label of the OPELA public release belongs to.",
+    )
+    parser.add_argument("path", help="the public release (CSV or Parquet, one row per conversation)")
+    parser.add_argument("--out", required=True, metavar="ANNOTATED.csv", help="where to write the per-sentence table")
+    parser.add_argument("--iterations", type=int, default=None, help="classifier rounds at most (default 10)")
+    parser.add_argument("--report", default=None, metavar="R.jsonl", help="write the per-conversation report here")
+    parser.add_argument("--model-kind", default=None, help="sentence classifier: tfidf (default), majority, lightgbm")
+    parser.add_argument("--max-lines", type=int, default=None, help="most lines one message may span (default 8)")
+    parser.add_argument("--seed", type=int, default=None, help="seed of the folds and solvers (default 0)")
+    parser.add_argument("--schema", default=None, help="label schema: 'opela' (default) or a YAML file")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.set_defaults(func=align_handler)
+
+    show = subparsers.add_parser(
+        "show-aligned",
+        help="print one reconstructed conversation as a two-column dialogue",
+        description="Prints one conversation of a `data align` output, persona left, user right.",
+    )
+    show.add_argument("path", help="the table `psyattrs data align` wrote")
+    show.add_argument("--doc", required=True, metavar="DOC_ID", help="the conversation to print")
+    show.add_argument("--width", type=int, default=None, help="line width (default: the terminal's, at least 80)")
+    show.add_argument("--schema", default=None, help="label schema: 'opela' (default) or a YAML file")
+    show.set_defaults(func=show_handler)
+
+
+def _writable(path: str, what: str) -> None:
+    if not Path(path).resolve().parent.is_dir():
+        raise InputFileError(path, f"cannot write the {what}: its folder does not exist")
+
+
+def align_handler(args: argparse.Namespace) -> int:
+    """Runs `data align`; returns the exit code."""
+    from psyattrs.data import load_corpus
+    from psyattrs.data.align import align_public, write_aligned, write_report
+
+    _writable(args.out, "output")
+    if args.report:
+        _writable(args.report, "report")
+    overrides = {
+        k: v for k, v in (("iterations", args.iterations), ("model_kind", args.model_kind),
+                          ("max_lines", args.max_lines), ("seed", args.seed)) if v is not None
+    }
+    corpus = load_corpus(args.path, format="public", schema=args.schema)
+    result = align_public(corpus, progress=not args.quiet, **overrides)
+    write_aligned(result, args.out)
+    report = result.report
+    aligned = report[report["status"] == "aligned"]
+    print(f"{len(aligned)} of {len(report)} conversation(s) aligned; {len(report) - len(aligned)} set aside")
+    print(f"{len(result.utterances)} sentence row(s) written to {args.out}")
+    if len(aligned):
+        counted = int((aligned["mode"] == "pauses counted").sum())
+        conf = result.utterances["align_confidence"]
+        print(
+            f"pause treatment: {counted} counted, {len(aligned) - counted} not counted; merged lines: "
+            f"{int(aligned['merged_lines'].sum())}; mean confidence {conf.mean():.3f}, "
+            f"{(conf >= 0.9).mean():.1%} of sentences >= 0.9"
+        )
+    h = result.history
+    rounds = ", ".join(
+        f"{int(r.iteration)}: {'-' if math.isnan(r.changed) else f'{r.changed:.1%}'}" for r in h.itertuples()
+    )
+    print(f"rounds (share of labels that changed unit): {rounds}")
+    for _, r in report[report["status"] != "aligned"].head(5).iterrows():
+        print(f"  set aside: {r['doc_id']}: {r['reason']}")
+    if args.report:
+        write_report(result, args.report)
+        print(f"report: {len(report)} conversation line(s) written to {args.report}")
+    return 0 if len(aligned) else 1
+
+
+def show_handler(args: argparse.Namespace) -> int:
+    """Runs `data show-aligned`; returns the exit code."""
+    from psyattrs.data.io import read_table, require_columns
+    from psyattrs.data.table import final_column
+    from psyattrs.schema import load_schema
+
+    schema = load_schema(args.schema)
+    heads = [final_column(h) for h in schema.head_names]
+    table = read_table(args.path, str_columns=("doc_id", "text", "person_type"))
+    require_columns(table.columns, ["doc_id", "person_type", "text", "align_confidence", *heads], args.path,
+                    "a `psyattrs data align` output")
+    docs = table["doc_id"].astype(str)
+    rows = table[docs == args.doc]
+    if rows.empty:
+        close = difflib.get_close_matches(args.doc, list(dict.fromkeys(docs)), n=3, cutoff=0.5)
+        hint = f"; did you mean {close}?" if close else f"; it has {docs.nunique()} conversation(s)"
+        raise ValueError(f"no conversation {args.doc!r} in {args.path}{hint}")
+    width = args.width or max(80, _terminal_width())
+    if width < 60:
+        raise ValueError(f"--width must be at least 60, got {width}")
+    print(format_dialogue(rows, schema, width))
+    return 0
+
+
+def _terminal_width() -> int:
+    import shutil
+
+    return shutil.get_terminal_size((120, 40)).columns
+
+
+def format_dialogue(rows, schema, width: int) -> str:
+    """One conversation as text: a header, then one block per sentence in two columns.
+
+    Args:
+        rows: the conversation's rows of an aligned table (chronological).
+        schema: the heads (labels are shown as `head=value`, abbreviated to three letters).
+        width: total line width (>= 60).
+
+    Returns:
+        The dialogue; persona sentences in the left column, user sentences in the right one,
+        pauses as a centred marker; each sentence's last line ends with its labels and
+        confidence (`?` below 0.5).
+    """
+    import pandas as pd
+
+    from psyattrs.data.table import final_column
+
+    label_w = 4 * len(schema.head_names) + 12
+    col = max(20, (width - label_w - 9) // 2)
+    first = rows.iloc[0]
+    n = len(rows)
+    conf = pd.to_numeric(rows["align_confidence"], errors="coerce")
+    out = [
+        f"{first['doc_id']}: {n} sentence(s), mean confidence {conf.mean():.3f}"
+        + (f", {rows['align_mode'].iloc[0]}" if "align_mode" in rows else ""),
+        "labels: " + " ".join(f"{h[:3]}={h}" for h in schema.head_names),
+        f"{'#':>4} {_pad('persona', col)} | {_pad('user', col)} | labels / confidence",
+        "-" * min(width, 4 + 2 * col + label_w + 7),
+    ]
+    for k, (_, r) in enumerate(rows.iterrows(), start=1):
+        labels = " ".join(
+            f"{h[:3]}={'-' if pd.isna(r[final_column(h)]) else int(r[final_column(h)])}" for h in schema.head_names
+        )
+        c = r["align_confidence"]
+        tag = "  n/a" if pd.isna(c) else f"{float(c):.2f}" + ("?" if float(c) < LOW_CONFIDENCE else " ")
+        pause = str(r.get("is_pause", 0)).strip().lower() in {"1", "true"}
+        text = "" if pd.isna(r["text"]) else str(r["text"])
+        if pause:
+            body = [_pad("~ pause ~".center(col), col)]
+            lines = [f"{k:>4} {body[0]} | {_pad('', col)} | {labels} {tag}"]
+        else:
+            wrapped = [w for part in text.split("\n") for w in _wrap(part, col)] or [""]
+            lines = []
+            for j, w in enumerate(wrapped):
+                left, right = (w, "") if r["person_type"] == "persona" else ("", w)
+                end = f" | {labels} {tag}" if j == len(wrapped) - 1 else " |"
+                lines.append(f"{k if j == 0 else '':>4} {_pad(left, col)} | {_pad(right, col)}{end}")
+        out.extend(lines)
+    return "\n".join(out)
+
+
+def _cell(ch: str) -> int:
+    import unicodedata
+
+    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+
+
+def _width(text: str) -> int:
+    return sum(_cell(ch) for ch in text)
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * max(0, width - _width(text))
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """Splits text into pieces of at most `width` display cells (wide characters count two),
+    breaking at spaces where possible."""
+    pieces, current = [], ""
+    for word in text.split(" "):
+        candidate = f"{current} {word}" if current else word
+        if _width(candidate) <= width:
+            current = candidate
+            continue
+        if current:
+            pieces.append(current)
+        current = ""
+        for ch in word:
+            if _width(current + ch) > width:
+                pieces.append(current)
+                current = ""
+            current += ch
+    pieces.append(current)
+    return pieces

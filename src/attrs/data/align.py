@@ -1,0 +1,387 @@
+"""Reconstructs the sentence order of the OPELA public release (FORMATS §3).
+
+The public file gives each conversation's final labels in chronological order over both speakers,
+but the two speakers' lines in separate texts. `align_public` recovers which line(s) each label
+belongs to: a monotone merge of the persona and user line lists onto the label positions (each
+speaker keeps its own order), chosen to best explain the labels, by exact dynamic programming
+over merges (`psyattrs.data.align_dp`). What a reading may do, as the real release requires:
+
+- a label may take one line or several consecutive non-blank lines of one speaker (a message
+  broken over lines; at most `max_lines`);
+- blank persona lines are the pauses. Per conversation two treatments compete, decided by
+  likelihood: *pauses counted* (each blank persona line holds a label, or is skipped at a small
+  prior cost when there are more blanks than `pause_count`; a pause whose blank line is missing
+  may hold a label without a line when `pause_count` exceeds the blanks) and *pauses not
+  counted* (the blanks hold no label: their pauses are kept as unlabelled context rows);
+- blank user lines hold no label (they separate messages);
+- the pause signature in the labels is evidence, not a rule: a pause's labels are scored by a
+  learnt pause label model that starts at the signature.
+
+A reading's score is the sum over labels of log P(label | its unit) from a sentence classifier,
+plus the log-priors of the speaker transitions and of the message lengths:
+
+- speaker changes: a Markov chain over persona and user units whose change probability into each
+  label is learnt from the labels themselves (a question is answered by the other speaker, a
+  reaction follows the partner's disclosure: `align_scoring.SwitchModel`) and scaled per
+  conversation so that the expected number of speaker runs is `runs_per_turn` x `total_turn`;
+  pauses are a third state whose place (after which speaker, before which) is learnt;
+- message lengths: where a line continues into the next (`align_scoring.BoundaryModel`, learnt
+  from the characters around the break), scaled per conversation and treatment to the number of
+  lines that treatment must merge.
+
+The loop starts from the priors alone (every unit gets the corpus's label marginals), aligns,
+trains the classifier on the aligned units (soft targets: each unit's posterior label
+distribution; cross-fitted over conversations so that no conversation's reading scores itself),
+re-estimates the priors from expected counts, and realigns, until the most probable units stop
+changing (`min_change`) or `iterations` rounds are done; the best reading (Viterbi) of the last
+round is the output. Forward-backward gives each sentence's `align_confidence`: the posterior
+probability that exactly these lines hold exactly this label, times the posterior of the pause
+treatment.
+
+Modules: `align_dp` (the exact DP), `align_scoring` (classifier, priors), `align_rounds`
+(conversations, candidate units, lattices, re-estimation), `align_output` (tables),
+`align_eval` (naive readings, scoring against a known truth).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from psyattrs.data.align_output import ALIGN_COLUMNS, REPORT_COLUMNS, report_table, unfit_reason, utterance_table
+from psyattrs.data.align_rounds import COUNTED, NOT_COUNTED, TFIDF_FEATURES, Aligner, Fit, read_conversations
+from psyattrs.data.align_scoring import PriorScorer
+from psyattrs.data.table import Corpus, Problem, final_column
+from psyattrs.schema import Schema
+
+__all__ = [
+    "ALIGN_COLUMNS", "COUNTED", "NOT_COUNTED", "REPORT_COLUMNS", "AlignResult", "AlignSettings",
+    "align_public", "aligned_corpus", "cache_folder", "output_columns", "write_aligned", "write_report",
+]  # fmt: skip
+
+MODEL_KINDS: tuple[str, ...] = ("tfidf", "majority", "lightgbm")
+
+
+@dataclass(frozen=True)
+class AlignSettings:
+    """How `align_public` works.
+
+    Attributes:
+        iterations: classifier rounds at most after the priors-only pass (>= 0).
+        model_kind: the sentence classifier: `tfidf` (TF-IDF + logistic regression, features
+            computed once), `majority` (per-fold class priors: text-free) or `lightgbm` (the
+            project's model of that kind, refitted each round: slow).
+        model_settings: settings of the classifier: for `tfidf`, `C`, `max_iter` and the
+            featurizer's (`char_ngrams`, `word_ngrams`, `words`, `min_df`, `max_features`); for
+            the others, `build_model` settings.
+        max_lines: the most lines one label's message may span (>= 1).
+        folds: cross-fitting folds over conversations (>= 1; 1 = no cross-fitting).
+        emission_weight: weight of the classifier's log-probabilities against the priors (> 0).
+        runs_per_turn: persona/user runs per `total_turn` (a turn being one message of each
+            speaker: 2). With `match_turns`, each conversation's expected number of runs in the
+            posterior is pulled to runs_per_turn x total_turn (posterior regularisation: a
+            per-conversation shift of the change probabilities, updated every round).
+        match_turns: see `runs_per_turn`; False uses `total_turn` only for the prior's rate.
+        min_change: stop once at most this share of the labels changed unit in a round.
+        seed: folds and solvers.
+    """
+
+    iterations: int = 10
+    model_kind: str = "tfidf"
+    model_settings: dict = field(default_factory=dict)
+    max_lines: int = 8
+    folds: int = 2
+    emission_weight: float = 1.0
+    runs_per_turn: float = 2.0
+    match_turns: bool = True
+    min_change: float = 0.002
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name, low in (("iterations", 0), ("max_lines", 1), ("folds", 1), ("seed", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+                raise ValueError(f"align setting {name!r} must be an integer >= {low}, got {value!r}")
+        if self.model_kind not in MODEL_KINDS:
+            raise ValueError(f"align model_kind {self.model_kind!r} is not one of {list(MODEL_KINDS)}")
+        if not isinstance(self.model_settings, dict):
+            raise ValueError(f"align model_settings must be a mapping, got {self.model_settings!r}")
+        if self.model_kind == "tfidf":
+            allowed = {"C", "max_iter", *TFIDF_FEATURES, "words"}
+            unknown = sorted(set(self.model_settings) - allowed)
+            if unknown:
+                raise ValueError(f"align model_settings {unknown} unknown for kind 'tfidf'; allowed: {sorted(allowed)}")
+        for name in ("emission_weight", "runs_per_turn"):
+            w = getattr(self, name)
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 < w < float("inf"):
+                raise ValueError(f"align setting {name!r} must be a number > 0, got {w!r}")
+        if not isinstance(self.match_turns, (bool, np.bool_)):
+            raise ValueError(f"align setting 'match_turns' must be true or false, got {self.match_turns!r}")
+        if isinstance(self.min_change, bool) or not isinstance(self.min_change, (int, float)) or not 0 <= self.min_change < 1:
+            raise ValueError(f"align setting 'min_change' must be in [0, 1), got {self.min_change!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class AlignResult:
+    """What `align_public` returns.
+
+    Attributes:
+        utterances: the reconstructed utterance table (columns of `psyattrs.data.table` plus
+            `ALIGN_COLUMNS`), one row per sentence in chronological order: `position` is the row
+            order in the conversation, `sent_id` `{doc_id}_{position + 1}`, `labeler_{head}` the
+            final labels (<NA> on pause rows whose labels the release left out), `text` the
+            lines joined with "\\n" ("" for a pause), `align_confidence` in [0, 1],
+            `label_position` the index into the release's label lists (<NA> for an unlabelled
+            pause), `line_start`/`line_end` the lines (0-based, end exclusive, numbered as
+            `read_public` numbers them) in that speaker's text (<NA> for a pause without a line),
+            `align_mode` the conversation's pause treatment.
+        report: one row per conversation of the corpus (see `REPORT_COLUMNS`).
+        problems: the conversations set aside: the reader's and those no reading fits.
+        history: one row per round: `iteration` (0 = priors only), `changed` (share of labels
+            whose most probable unit changed since the previous round; NaN for round 0),
+            `loglik_per_label`, `mean_top_posterior` (mean over labels of the posterior of the
+            most probable unit), `pauses_counted` (conversations), `align_seconds` (the DP) and
+            `seconds` (the whole round: the DP, then training the classifier and the priors).
+        snapshots: with `keep_history`, the utterance table of every round.
+        settings: the settings used.
+        schema: the heads.
+    """
+
+    utterances: pd.DataFrame
+    report: pd.DataFrame
+    problems: list[Problem]
+    history: pd.DataFrame
+    settings: AlignSettings
+    schema: Schema
+    snapshots: list[pd.DataFrame] = field(default_factory=list)
+    source: Any = None
+
+    def to_corpus(self) -> Corpus:
+        """The reconstructed corpus as an utterance-level `Corpus` (format `generic`: final labels only)."""
+        conv = self.report.loc[self.report["status"] == "aligned", ["doc_id", "persona"]].copy()
+        conv["n_utterances"] = conv["doc_id"].map(self.utterances.groupby("doc_id").size()).fillna(0).astype("int64")
+        return Corpus(
+            utterances=self.utterances,
+            schema=self.schema,
+            format="generic",
+            source=self.source,
+            conversations=conv.reset_index(drop=True),
+            problems=list(self.problems),
+            n_read=len(self.utterances),
+            record_kind="sentence",
+        )
+
+
+# ----------------------------------------------------------------------------------------------
+# the rounds
+
+
+def align_public(
+    corpus: Corpus,
+    *,
+    settings: AlignSettings | None = None,
+    progress: bool = False,
+    keep_history: bool = False,
+    **overrides: Any,
+) -> AlignResult:
+    """Reconstructs the chronological sentence order of a public-release corpus (module docstring).
+
+    Args:
+        corpus: what `read_public` (or `load_corpus(..., format="public")`) returns.
+        settings: an `AlignSettings`; keyword `overrides` (e.g. `iterations=3`,
+            `model_kind="majority"`) replace its fields.
+        progress: show a progress bar per round.
+        keep_history: keep the utterance table of every round in `AlignResult.snapshots`.
+
+    Returns:
+        `AlignResult`: the utterance table, the per-conversation report, the problems (the
+        reader's and the conversations with too few lines for their labels) and the rounds.
+
+    Raises:
+        ValueError: a corpus that is not the public release, or a bad setting (named).
+    """
+    base = settings or AlignSettings()
+    if not isinstance(base, AlignSettings):
+        raise TypeError(f"settings must be an AlignSettings, got {type(base).__name__}")
+    unknown = sorted(set(overrides) - set(AlignSettings.__dataclass_fields__))
+    if unknown:
+        raise ValueError(f"unknown align setting(s) {unknown}; allowed: {sorted(AlignSettings.__dataclass_fields__)}")
+    s = AlignSettings(**{**base.to_dict(), **overrides})
+    schema = corpus.schema
+    convs, unfit = read_conversations(corpus)
+    aligner = Aligner(convs, schema, s)
+    priors = aligner.priors0
+    logp = PriorScorer(schema, aligner.all_labels, len(aligner.cands)).log_proba()
+    scorer = None
+    history, snapshots = [], []
+    previous: list[list[tuple]] | None = None
+    fits: list[Fit | None] = []
+    for it in range(s.iterations + 1):
+        started = time.perf_counter()
+        last = it == s.iterations
+        fits = [aligner.align_one(ci, logp, priors, keep_history or last) for ci in _progress(range(len(convs)), progress, it)]
+        placements = [f.placement() if f else [] for f in fits]
+        changed = _changed(previous, placements)
+        previous = placements
+        done = last or (it > 0 and changed <= s.min_change) or not convs
+        if done:  # the best readings of the final scores
+            fits = [aligner.decode(ci, f, logp, priors) for ci, f in enumerate(fits)]
+        align_seconds = time.perf_counter() - started
+        if keep_history:
+            snapshots.append(utterance_table(convs, fits, schema))
+        if not done:
+            aligner.update_tilts(fits, priors)
+            rows, targets, counts = aligner.m_step(fits)
+            if scorer is None:
+                scorer = aligner.make_scorer()
+            scorer.fit(rows, targets)
+            logp = scorer.log_proba()
+            priors = priors.update(schema, counts["pause"], counts["trans"], counts["start"], counts["switches"],
+                                   counts["turns"], aligner.priors0)
+            aligner.boundary.fit(counts["continuations"])
+            aligner.switch.fit(counts["change"], counts["change_weight"])
+        history.append(_round_summary(it, changed, fits, convs, align_seconds, time.perf_counter() - started))
+        if done:
+            break
+    utterances = utterance_table(convs, fits, schema)
+    report = report_table(corpus, convs, fits, unfit, schema)
+    problems = list(corpus.problems) + [
+        Problem(c.doc_id, unfit_reason(c), "persona_text_all/user_text_all") for c in unfit
+    ] + [Problem(c.doc_id, "no reading of the lines scores above zero probability", "labels")
+         for c, f in zip(convs, fits) if f is None]
+    return AlignResult(utterances, report, problems, pd.DataFrame(history), s, schema, snapshots, corpus.source)
+
+
+def _progress(it, on: bool, round_no: int):
+    if not on:
+        return it
+    from tqdm.auto import tqdm
+
+    return tqdm(it, desc=f"align round {round_no}", leave=False)
+
+
+def _changed(previous: list[list[tuple]] | None, current: list[list[tuple]]) -> float:
+    if previous is None:
+        return float("nan")
+    total = sum(len(p) for p in current)
+    diff = sum(sum(a != b for a, b in zip(p, q)) + abs(len(p) - len(q)) for p, q in zip(previous, current))
+    return diff / total if total else 0.0
+
+
+def _round_summary(
+    it: int, changed: float, fits: list[Fit | None], convs: list[Conversation], align_seconds: float, seconds: float
+) -> dict:
+    ok = [f for f in fits if f is not None]
+    n_labels = sum(c.T for c, f in zip(convs, fits) if f is not None)
+    conf = np.concatenate([f.top_posterior() for f in ok]) if ok else np.zeros(0)
+    return {
+        "iteration": it,
+        "changed": changed,
+        "loglik_per_label": sum(f.loglik for f in ok) / n_labels if n_labels else float("nan"),
+        "mean_top_posterior": float(conf.mean()) if len(conf) else float("nan"),
+        "pauses_counted": sum(f.mode.name == COUNTED and bool(f.mode.p_blank.any() or f.mode.max_phantoms) for f in ok),
+        "align_seconds": round(align_seconds, 2),
+        "seconds": round(seconds, 2),
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# files
+
+
+def output_columns(schema: Schema) -> list[str]:
+    """Columns `write_aligned` writes, in order: the annotated layout's (FORMATS §2) that the
+    public release can fill, the final labels, then the aligner's own."""
+    return (
+        ["doc_id", "sent_id", "person_type", "person_name", "person_name_original", "is_pause", "text", "person_id"]
+        + [final_column(h) for h in schema.head_names]
+        + ["persona", "position", *ALIGN_COLUMNS]
+    )
+
+
+def write_aligned(result: AlignResult, path: "str | Path") -> Path:
+    """Writes the reconstructed utterance table as CSV (UTF-8, `is_pause` 0/1, empty cells for <NA>).
+
+    Read back with `load_corpus` it is a `generic` corpus with final labels.
+
+    Returns:
+        The path written (parent folders are created).
+    """
+    table = result.utterances[output_columns(result.schema)].copy()
+    table["is_pause"] = table["is_pause"].astype(np.int64)
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(p, index=False, encoding="utf-8", lineterminator="\n")
+    return p
+
+
+def write_report(result: AlignResult, path: "str | Path") -> Path:
+    """Writes the per-conversation report as JSON lines (one object per conversation; NaN as null)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    result.report.to_json(p, orient="records", lines=True, force_ascii=False)
+    return p
+
+
+ALIGN_VERSION = 1
+"""Bumped when the aligner's output changes, so cached alignments are redone."""
+
+
+def cache_folder() -> Path:
+    """Where `aligned_corpus` caches alignments: `$PSYATTRS_CACHE/align`, else `~/.cache/psyattrs/align`."""
+    import os
+    root = os.environ.get("PSYATTRS_CACHE")
+    return (Path(root) if root else Path.home() / ".cache" / "psyattrs") / "align"
+
+
+def aligned_corpus(corpus: Corpus, *, settings: AlignSettings | None = None, cache: bool = True) -> Corpus:
+    """The public release as an utterance-level corpus: `align_public`, cached per file and settings.
+
+    This is how training reads the public file directly (`data.path` pointing at it): the
+    alignment runs once and is kept in `cache_folder()` under a key made of the file's bytes, the
+    settings and `ALIGN_VERSION`; later reads of the same file load the cached table.
+
+    Args:
+        corpus: what `read_public` returns (its `source` file is hashed for the key; without a
+            source nothing is cached).
+        settings: the aligner's settings (default `AlignSettings()`).
+        cache: False always aligns and writes nothing.
+
+    Returns:
+        A `Corpus` (format `generic`, record kind `sentence`) whose utterances carry the final labels
+        and `ALIGN_COLUMNS`; `problems` lists the conversations set aside (reader's and aligner's).
+    """
+    import hashlib
+    import json
+
+    settings = settings or AlignSettings()
+    if not cache or corpus.source is None:
+        return align_public(corpus, settings=settings).to_corpus()
+    digest = hashlib.sha256(corpus.source.read_bytes())
+    digest.update(json.dumps({"settings": settings.to_dict(), "version": ALIGN_VERSION, "schema": corpus.schema.to_dict()},
+                             sort_keys=True, default=str).encode())
+    folder = cache_folder() / digest.hexdigest()[:24]
+    table, report = folder / "aligned.csv", folder / "report.jsonl"
+    if table.is_file() and report.is_file():
+        from psyattrs.data.generic import read_generic
+
+        cached = read_generic(table, corpus.schema)
+        rep = pd.read_json(report, lines=True, dtype={"doc_id": str})
+        cached.problems = [Problem(str(r["doc_id"]), str(r["reason"]), "alignment")
+                           for _, r in rep[rep["status"] != "aligned"].iterrows()]
+        cached.source = corpus.source
+        return cached
+    result = align_public(corpus, settings=settings)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_aligned(result, folder / "aligned.tmp")
+    write_report(result, report)
+    (folder / "aligned.tmp").replace(table)
+    return result.to_corpus()

@@ -1,0 +1,566 @@
+"""Exact dynamic programming over monotone merges of two speakers' line lists onto label positions.
+
+One conversation of the public release (FORMATS §3) has T labels in chronological order, the
+persona's items p_0..p_{m-1} and the user's items u_0..u_{n-1}, each speaker's in its own order.
+A reading of the conversation (a *path*) walks through the labels t = 0..T-1 and gives each one
+to exactly one *unit*:
+
+- a persona unit: k >= 1 consecutive persona text items (a message broken over k lines);
+- a user unit: k >= 1 consecutive user text items;
+- a pause: one blank persona item;
+- a phantom pause: a pause sentence whose blank line is missing from the text (no item).
+
+Blank persona items that are not made pauses are *skipped* (they consume no label). Every item
+is used exactly once, in each speaker's order. A path's score is the sum of the log-scores of its
+steps: the unit's emission (`Lattice.emit_*`: log P(label t | unit), plus the unit's length
+prior), the speaker transition into that label (`log_trans[t, from, to]` over the states persona, user, pause; the
+first unit takes `log_start[to]`), and `log_keep` / `log_skip` / `log_phantom` for blank items
+and phantom pauses. A pause does not end a persona or user run for the transition model: it is a
+state of its own, so the model learns what precedes and follows pauses.
+
+`forward_backward` computes the log of the sum of exp(score) over all paths (the marginal
+likelihood) and the posterior probability of every (label, unit) pair; `viterbi` the best path.
+Both are exact over the lattice: no pruning, no band. The state after t labels is (i, x, s):
+i persona items used, x = i + j - t (j user items used; so j is implied) and the last state s.
+x only grows with multi-line units and skipped blanks and only shrinks with phantoms, so it lives
+in [-max_phantoms, m + n - T + max_phantoms]; a conversation whose lines add up to its labels has
+a single x value and the lattice is T x m. The loops run over t; each step is vectorised with
+numpy over (i, x). Forward-backward works with probabilities rescaled per label (the log of the
+scale is accumulated), Viterbi with log-scores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+PERSONA, USER, PAUSE, PHANTOM = 0, 1, 2, 3
+"""Step kinds. States of the transition model are PERSONA, USER and PAUSE (a phantom is a pause)."""
+N_STATES = 3
+STATE_NAMES = ("persona", "user", "pause")
+_NEG = -np.inf
+
+
+@dataclass
+class Lattice:
+    """One conversation under one pause treatment, scored and ready for the DP.
+
+    Attributes:
+        emit_persona: (T, m, K) log-score of the persona unit of items i..i+k (k = index + 1)
+            at label t; -inf where the unit is impossible. Entries whose items include a blank
+            item or run past the end are forced to -inf.
+        emit_user: (T, n, K) the same for user units.
+        emit_pause: (T,) log-score of a pause (blank item or phantom) at label t.
+        persona_blank: (m,) True where the persona item is blank (a pause or a skipped line).
+        log_trans: (T, 3, 3) log-score of the transition last state -> state of label t's unit
+            (states persona, user, pause; row t = 0 is unused), or one (3, 3) for every label.
+        log_start: (3,) log P(state of the first unit).
+        log_keep: log-score of using a blank item as a pause.
+        log_skip: log-score of skipping a blank item (-inf: blanks must be pauses).
+        log_phantom: log-score of one phantom pause (-inf: none allowed).
+        max_phantoms: phantom pauses the lattice makes room for (0 when `log_phantom` is -inf).
+    """
+
+    emit_persona: np.ndarray
+    emit_user: np.ndarray
+    emit_pause: np.ndarray
+    persona_blank: np.ndarray
+    log_trans: np.ndarray
+    log_start: np.ndarray
+    log_keep: float = 0.0
+    log_skip: float = _NEG
+    log_phantom: float = _NEG
+    max_phantoms: int = 0
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.emit_pause = np.asarray(self.emit_pause, dtype=float)
+        self.persona_blank = np.asarray(self.persona_blank, dtype=bool)
+        T = len(self.emit_pause)
+        m = len(self.persona_blank)
+        self.emit_persona = np.asarray(self.emit_persona, dtype=float)
+        self.emit_user = np.asarray(self.emit_user, dtype=float)
+        if self.emit_persona.ndim != 3 or self.emit_persona.shape[:2] != (T, m):
+            raise ValueError(f"emit_persona must be (T, m, K) = ({T}, {m}, K), got {self.emit_persona.shape}")
+        K = self.emit_persona.shape[2]
+        if K < 1 or self.emit_user.ndim != 3 or self.emit_user.shape[0] != T or self.emit_user.shape[2] != K:
+            raise ValueError(f"emit_user must be (T, n, K) = ({T}, n, {K}), got {self.emit_user.shape}")
+        self.log_trans = np.asarray(self.log_trans, dtype=float)
+        if self.log_trans.shape == (N_STATES, N_STATES):
+            self.log_trans = np.broadcast_to(self.log_trans, (T, N_STATES, N_STATES))
+        if self.log_trans.shape != (T, N_STATES, N_STATES) or np.asarray(self.log_start).shape != (N_STATES,):
+            raise ValueError(f"log_trans must be (3, 3) or (T, 3, 3) with T = {T}, and log_start (3,)")
+        if self.log_phantom == _NEG:
+            self.max_phantoms = 0
+        if self.max_phantoms < 0:
+            raise ValueError(f"max_phantoms must be >= 0, got {self.max_phantoms}")
+        # units may not hold blank items nor run past the end of the list
+        ok_p = np.ones((m, K), dtype=bool)
+        blank_cum = np.concatenate([[0], np.cumsum(self.persona_blank)])
+        for k in range(1, K + 1):
+            i = np.arange(m)
+            end = i + k
+            inside = end <= m
+            ok_p[:, k - 1] = inside & ((blank_cum[np.minimum(end, m)] - blank_cum[i]) == 0)
+        self.emit_persona = np.where(ok_p[None], self.emit_persona, _NEG)
+        n = self.emit_user.shape[1]
+        ok_u = (np.arange(n)[:, None] + np.arange(1, K + 1)[None, :]) <= n
+        self.emit_user = np.where(ok_u[None], self.emit_user, _NEG)
+
+    @property
+    def T(self) -> int:
+        return len(self.emit_pause)
+
+    @property
+    def m(self) -> int:
+        return len(self.persona_blank)
+
+    @property
+    def n(self) -> int:
+        return self.emit_user.shape[1]
+
+    @property
+    def x_final(self) -> int:
+        """i + j - t at the end of every path: m + n - T."""
+        return self.m + self.n - self.T
+
+    @property
+    def feasible(self) -> bool:
+        """Whether any path exists ignoring scores: enough items for the labels, phantoms counted."""
+        return self.x_final >= -self.max_phantoms
+
+    @property
+    def x_lo(self) -> int:
+        return -self.max_phantoms
+
+    @property
+    def n_x(self) -> int:
+        return max(0, self.x_final + 2 * self.max_phantoms + 1)
+
+    @property
+    def max_k(self) -> int:
+        """Longest unit the lattice can hold (units longer than the x range are impossible)."""
+        return max(1, min(self.emit_persona.shape[2], self.n_x))
+
+
+@dataclass
+class Posteriors:
+    """What `forward_backward` returns.
+
+    Attributes:
+        loglik: log of the summed exp(score) over all paths (-inf: no path).
+        persona: (T, m, K) P(label t is the persona unit starting at item i with k = index+1 items).
+        user: (T, n, K) the same for user units.
+        pause: (T, m) P(label t is the blank persona item i used as a pause).
+        phantom: (T,) P(label t is a phantom pause).
+        transitions: (T, 3, 3) expected transitions last state -> state of label t (row 0 zero).
+        start: (3,) P(state of the first unit).
+    """
+
+    loglik: float
+    persona: np.ndarray
+    user: np.ndarray
+    pause: np.ndarray
+    phantom: np.ndarray
+    transitions: np.ndarray = field(default_factory=lambda: np.zeros((0, N_STATES, N_STATES)))
+    start: np.ndarray = field(default_factory=lambda: np.zeros(N_STATES))
+
+
+@dataclass(frozen=True)
+class Step:
+    """One label's unit on a path: label t, kind (PERSONA, USER, PAUSE, PHANTOM), first item, items."""
+
+    t: int
+    kind: int
+    start: int
+    k: int
+
+
+@dataclass
+class Path:
+    """What `viterbi` returns: the best score, its steps (label order) and the skipped blank items."""
+
+    score: float
+    steps: list[Step]
+    skipped: list[int]
+
+
+class _Kernel:
+    """Emission arrays of a lattice laid out for the passes, computed once per lattice."""
+
+    def __init__(self, lat: Lattice):
+        self.lat = lat
+        T, m, n = lat.T, lat.m, lat.n
+        self.K = lat.max_k
+        self.D = lat.n_x
+        ep = lat.emit_persona[:, :, : self.K]
+        eu = lat.emit_user[:, :, : self.K]
+        self.blank_items = np.flatnonzero(lat.persona_blank)
+        self.use_pause = bool(len(self.blank_items)) and lat.log_keep > _NEG
+        self.use_skip = bool(len(self.blank_items)) and lat.log_skip > _NEG
+        self.use_phantom = lat.max_phantoms > 0
+        # persona emissions padded with a row for i = m; user emissions gathered on the (i, x)
+        # grid of every label: j = t + x - i, out-of-range j pointing at a -inf row
+        self.log_p = np.concatenate([ep, np.full((T, 1, self.K), _NEG)], axis=1)  # (T, m+1, K)
+        eu_pad = np.full((T, n + 2, self.K), _NEG)
+        eu_pad[:, 1 : n + 1] = eu
+        i = np.arange(m + 1)[None, :, None]
+        x = lat.x_lo + np.arange(self.D)[None, None, :]
+        t = np.arange(T)[:, None, None]
+        self.j_index = np.clip(t + x - i, -1, n) + 1  # (T, m+1, D)
+        self.log_u_pad = eu_pad  # (T, n+2, K); at label t, log_u_pad[t][j_index[t]] is (m+1, D, K)
+        scale = np.full(T, _NEG)
+        for arr in (ep.reshape(T, m * self.K), eu.reshape(T, n * self.K)):
+            if arr.shape[1]:
+                scale = np.maximum(scale, arr.max(axis=1))
+        if self.use_pause or self.use_phantom:
+            scale = np.maximum(scale, lat.emit_pause + max(lat.log_keep if self.use_pause else _NEG,
+                                                          lat.log_phantom if self.use_phantom else _NEG))
+        self.scale = np.where(np.isfinite(scale), scale, 0.0)
+        self.trans = np.exp(lat.log_trans)
+        self.start = np.exp(lat.log_start)
+        self.skip_w = np.exp(lat.log_skip) if self.use_skip else 0.0
+        self._w: tuple | None = None
+
+    def weights(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Scaled emission probabilities of every label: persona (T, m+1, K), user padded
+        (T, n+2, K; see `user`), pause on a blank item (T,), phantom pause (T,)."""
+        if self._w is None:
+            c = self.scale
+            z = self.lat.emit_pause - c
+            keep = np.exp(z + self.lat.log_keep) if self.use_pause else np.zeros(len(c))
+            phantom = np.exp(z + self.lat.log_phantom) if self.use_phantom else np.zeros(len(c))
+            self._w = (np.exp(self.log_p - c[:, None, None]), np.exp(self.log_u_pad - c[:, None, None]), keep, phantom)
+        return self._w
+
+    def user(self, table: np.ndarray, t: int) -> np.ndarray:
+        """User emissions of label t on the (i, x) grid, (m+1, D, K), from a padded (T, n+2, K) table."""
+        return table[t][self.j_index[t]]
+
+    # -- skip closure (blank items skipped inside one label layer) ---------------------------
+
+    def skip(self, a: np.ndarray) -> np.ndarray:
+        if self.use_skip:
+            for b in self.blank_items:
+                a[b + 1, 1:] += a[b, :-1] * self.skip_w
+        return a
+
+    def skip_t(self, a: np.ndarray) -> np.ndarray:
+        if self.use_skip:
+            for b in self.blank_items[::-1]:
+                a[b, :-1] += a[b + 1, 1:] * self.skip_w
+        return a
+
+
+class _Shifts:
+    """Buffers and strided views that handle every unit length k = 1..K in one numpy call.
+
+    A persona unit of k items moves a state from (i, x) to (i + k, x + k - 1), a user unit from
+    (i, x) to (i, x + k - 1). Written into a padded buffer, the sources of every target for every
+    k form a strided view of shape (m+1, D, K) (`to_persona`, `to_user`); likewise the targets
+    of every source (`from_persona`, `from_user`). Padding holds `fill` (0 for sums, -inf for
+    maxima), so lengths that run off the lattice contribute nothing.
+    """
+
+    def __init__(self, m: int, D: int, K: int, fill: float):
+        from numpy.lib.stride_tricks import as_strided
+
+        self.K = K
+        self.src_p = np.full((m + 1 + K, D + K - 1, K), fill)  # [i + K, x + K - 1, k - 1] = source (i, x)
+        s0, s1, s2 = self.src_p.strides
+        self.to_persona = as_strided(self.src_p[K - 1 :, K - 1 :], shape=(m + 1, D, K), strides=(s0, s1, s2 - s0 - s1))
+        self.src_u = np.full((m + 1, D + K - 1, K), fill)  # [i, x + K - 1, k - 1] = source (i, x)
+        u0, u1, u2 = self.src_u.strides
+        self.to_user = as_strided(self.src_u[:, K - 1 :], shape=(m + 1, D, K), strides=(u0, u1, u2 - u1))
+        self.dst_p = np.full((m + 1 + K, D + K - 1), fill)  # [i, x] = target (i, x)
+        b0, b1 = self.dst_p.strides
+        self.from_persona = as_strided(self.dst_p[1:], shape=(m + 1, D, K), strides=(b0, b1, b0 + b1))
+        self.dst_u = np.full((m + 1, D + K - 1), fill)
+        c0, c1 = self.dst_u.strides
+        self.from_user = as_strided(self.dst_u, shape=(m + 1, D, K), strides=(c0, c1, c1))
+        self.m, self.D = m, D
+
+    def sources(self, persona: np.ndarray, user: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Views (m+1, D, K) of what reaches each target by each length, from per-source arrays
+        persona (m+1, D, K) and user (m+1, D, K) (index k - 1 = the unit's length k)."""
+        K = self.K
+        self.src_p[K:, K - 1 :] = persona
+        self.src_u[:, K - 1 :] = user
+        return self.to_persona, self.to_user
+
+    def targets(self, persona: np.ndarray, user: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Views (m+1, D, K) of the target values each source reaches by each length, from
+        per-target arrays persona (m+1, D) and user (m+1, D)."""
+        self.dst_p[: self.m + 1, : self.D] = persona
+        self.dst_u[:, : self.D] = user
+        return self.from_persona, self.from_user
+
+
+def _initial(ker: _Kernel) -> np.ndarray:
+    a0 = np.zeros((ker.lat.m + 1, ker.D))
+    a0[0, -ker.lat.x_lo] = 1.0
+    return ker.skip(a0)
+
+
+def _to_states(ker: _Kernel, a: np.ndarray, t: int, a0: np.ndarray) -> np.ndarray:
+    """M[i, x, s'] = sum_s A[i, x, s] P(s' | s); the first label uses the start distribution."""
+    if t == 0:
+        return a0[:, :, None] * ker.start[None, None, :]
+    return a @ ker.trans[t]
+
+
+def _forward(lat: Lattice, ker: _Kernel, keep: bool) -> tuple[float, np.ndarray | None, np.ndarray]:
+    """Scaled forward pass: (loglik, the post-skip layers (T+1, m+1, D, 3) when `keep`, a0)."""
+    T, m = lat.T, lat.m
+    K, D = ker.K, ker.D
+    a0 = _initial(ker)
+    A = np.zeros((T + 1, m + 1, D, N_STATES)) if keep else None
+    log_scale = 0.0
+    a = None
+    blank = lat.persona_blank.astype(float)
+    WP, WU, KEEP, PHANTOM_W = ker.weights()
+    shifts = _Shifts(m, D, K, 0.0)
+    for t in range(T):
+        M = _to_states(ker, a, t, a0)
+        wp, wu, keep_w, phantom, c = WP[t], ker.user(WU, t), KEEP[t], PHANTOM_W[t], ker.scale[t]
+        new = np.zeros((m + 1, D, N_STATES))
+        to_p, to_u = shifts.sources(M[:, :, PERSONA, None] * wp[:, None, :], M[:, :, USER, None] * wu)
+        new[:, :, PERSONA] = to_p.sum(axis=2)
+        new[:, :, USER] = to_u.sum(axis=2)
+        if ker.use_pause:
+            new[1:, :, PAUSE] += M[:-1, :, PAUSE] * (blank * keep_w)[:, None]
+        if ker.use_phantom:
+            new[:, :-1, PAUSE] += M[:, 1:, PAUSE] * phantom
+        ker.skip(new)
+        z = new.sum()
+        if not z > 0:
+            return _NEG, A, a0
+        a = new / z
+        if keep:
+            A[t + 1] = a
+        log_scale += np.log(z) + c
+    end = a[m, lat.x_final - lat.x_lo].sum()
+    if not end > 0:
+        return _NEG, A, a0
+    return float(log_scale + np.log(end)), A, a0
+
+
+def _kernel(lat: Lattice) -> _Kernel:
+    if "kernel" not in lat._cache:
+        lat._cache["kernel"] = _Kernel(lat)
+    return lat._cache["kernel"]
+
+
+def _forward_cached(lat: Lattice) -> tuple[float, np.ndarray | None, np.ndarray]:
+    if "forward" not in lat._cache:
+        lat._cache["forward"] = _forward(lat, _kernel(lat), keep=True)
+    return lat._cache["forward"]
+
+
+def log_likelihood(lat: Lattice) -> float:
+    """log of the summed exp(score) over all paths (-inf when there is none): the forward pass only."""
+    if not lat.feasible:
+        return _NEG
+    if lat.T == 0:
+        return _empty_score(lat)
+    return _forward_cached(lat)[0]
+
+
+def forward_backward(lat: Lattice) -> Posteriors:
+    """Marginal log-likelihood and exact posteriors of every (label, unit) pair.
+
+    Args:
+        lat: the scored lattice of one conversation.
+
+    Returns:
+        `Posteriors`; when no path exists, loglik is -inf and every posterior is 0.
+    """
+    T, m, n = lat.T, lat.m, lat.n
+    K_full = lat.emit_persona.shape[2]
+    post = Posteriors(
+        loglik=_NEG,
+        persona=np.zeros((T, m, K_full)),
+        user=np.zeros((T, n, K_full)),
+        pause=np.zeros((T, m)),
+        phantom=np.zeros(T),
+        transitions=np.zeros((T, N_STATES, N_STATES)),
+    )
+    if not lat.feasible:
+        return post
+    if T == 0:
+        post.loglik = _empty_score(lat)
+        return post
+    ker = _kernel(lat)
+    K, D = ker.K, ker.D
+    loglik, A, a0 = _forward_cached(lat)
+    if loglik == _NEG:
+        return post
+    post.loglik = loglik
+    xf = lat.x_final - lat.x_lo
+
+    # backward pass: only the messages (BN: pre-skip layer t+1, G: what each state of M_t leads to)
+    WP, WU, KEEP, PHANTOM_W = ker.weights()
+    blank = lat.persona_blank.astype(float)
+    BNs = np.zeros((T, m + 1, D, N_STATES))
+    Gs = np.zeros((T, m + 1, D, N_STATES))
+    B = np.zeros((m + 1, D, N_STATES))
+    B[m, xf, :] = 1.0
+    shifts = _Shifts(m, D, K, 0.0)
+    for t in range(T - 1, -1, -1):
+        BN = ker.skip_t(B.copy())
+        wp, wu = WP[t], ker.user(WU, t)
+        G = Gs[t]
+        from_p, from_u = shifts.targets(BN[:, :, PERSONA], BN[:, :, USER])
+        G[:, :, PERSONA] = (from_p * wp[:, None, :]).sum(axis=2)
+        G[:, :, USER] = (from_u * wu).sum(axis=2)
+        if ker.use_pause:
+            G[:-1, :, PAUSE] += (blank * KEEP[t])[:, None] * BN[1:, :, PAUSE]
+        if ker.use_phantom:
+            G[:, 1:, PAUSE] += PHANTOM_W[t] * BN[:, :-1, PAUSE]
+        top = G.max()
+        if top > 0:  # any per-label scale: the posteriors are normalised per label below
+            G /= top
+            BN /= top
+        BNs[t] = BN
+        B = G @ ker.trans[t].T if t > 0 else G
+
+    # posteriors, every label at once: P(step at t) = M_t[src] * weight * BN_{t+1}[dst] / Z_t
+    Ms = np.empty((T, m + 1, D, N_STATES))
+    Ms[0] = a0[:, :, None] * ker.start[None, None, :]
+    if T > 1:
+        Ms[1:] = A[1:T] @ ker.trans[1:T, None, :, :]
+    Z = (Ms * Gs).sum(axis=(1, 2, 3))
+    Z = np.where(Z > 0, Z, 1.0)
+    tt = np.arange(T)[:, None, None]
+    for k in range(1, K + 1):
+        if k <= m:
+            pk = (Ms[:, : m + 1 - k, : D - k + 1, PERSONA] * BNs[:, k:, k - 1 :, PERSONA]).sum(axis=2)
+            post.persona[:, : m + 1 - k, k - 1] = pk * WP[:, : m + 1 - k, k - 1] / Z[:, None]
+        j = ker.j_index[:, :, : D - k + 1]
+        pu = Ms[:, :, : D - k + 1, USER] * WU[tt, j, k - 1] * BNs[:, :, k - 1 :, USER]
+        flat = np.bincount((tt * (n + 2) + j).ravel(), weights=pu.ravel(), minlength=T * (n + 2))
+        post.user[:, :, k - 1] = flat.reshape(T, n + 2)[:, 1 : n + 1] / Z[:, None]
+    if ker.use_pause:
+        pz = (Ms[:, :-1, :, PAUSE] * BNs[:, 1:, :, PAUSE]).sum(axis=2)
+        post.pause[:] = pz * blank[None, :] * KEEP[:, None] / Z[:, None]
+    if ker.use_phantom:
+        post.phantom[:] = (Ms[:, :, 1:, PAUSE] * BNs[:, :, :-1, PAUSE]).sum(axis=(1, 2)) * PHANTOM_W / Z
+    post.start = ker.start * (a0[:, :, None] * Gs[0]).sum(axis=(0, 1)) / Z[0]
+    if T > 1:
+        flat_a = A[1:T].reshape(T - 1, -1, N_STATES)
+        flat_g = Gs[1:].reshape(T - 1, -1, N_STATES)
+        post.transitions[1:] = (flat_a.transpose(0, 2, 1) @ flat_g) * ker.trans[1:T] / Z[1:, None, None]
+    return post
+
+
+def viterbi(lat: Lattice) -> Path:
+    """The best-scoring path.
+
+    Args:
+        lat: the scored lattice of one conversation.
+
+    Returns:
+        `Path` with the score (-inf and no steps when no path exists), the steps in label order
+        and the blank persona items skipped. Ties go to the first candidate in the order persona,
+        user, pause, phantom and shorter units first.
+    """
+    T, m = lat.T, lat.m
+    if not lat.feasible:
+        return Path(_NEG, [], [])
+    if T == 0:
+        score = _empty_score(lat)
+        return Path(score, [], list(range(m)) if np.isfinite(score) else [])
+    ker = _kernel(lat)
+    K, D = ker.K, ker.D
+    v0 = np.full((m + 1, D, N_STATES), _NEG)
+    v0[0, -lat.x_lo] = 0.0
+    skip_flags = np.zeros((T + 1, m + 1, D, N_STATES), dtype=bool)
+    v0 = _skip_max(ker, v0, skip_flags[0])[:, :, 0]
+    back = np.zeros((T, m + 1, D, N_STATES), dtype=np.int16)  # k for units, 1 pause / 2 phantom
+    layers = np.zeros((T, m + 1, D, N_STATES))  # post-skip log-scores, to find where a state came from
+    shifts = _Shifts(m, D, K, _NEG)
+    blank_keep = np.where(lat.persona_blank, lat.log_keep, _NEG)
+    v = None
+    for t in range(T):
+        if t == 0:
+            M = v0[:, :, None] + lat.log_start[None, None, :]
+        else:
+            M = (v[:, :, :, None] + lat.log_trans[t][None, None, :, :]).max(axis=2)  # (i, x, to)
+            layers[t] = v
+        new = np.full((m + 1, D, N_STATES), _NEG)
+        bp = np.zeros((m + 1, D, N_STATES), dtype=np.int16)
+        lp = ker.log_p[t]
+        lu = ker.user(ker.log_u_pad, t)
+        to_p, to_u = shifts.sources(M[:, :, PERSONA, None] + lp[:, None, :], M[:, :, USER, None] + lu)
+        for state, view in ((PERSONA, to_p), (USER, to_u)):
+            best_k = view.argmax(axis=2)  # ties: the shorter unit
+            new[:, :, state] = np.take_along_axis(view, best_k[:, :, None], axis=2)[:, :, 0]
+            bp[:, :, state] = best_k + 1
+        if ker.use_pause:
+            c = M[:-1, :, PAUSE] + blank_keep[:, None] + lat.emit_pause[t]
+            tgt = new[1:, :, PAUSE]
+            better = c > tgt
+            tgt[better] = c[better]
+            bp[1:, :, PAUSE][better] = 1
+        if ker.use_phantom:
+            c = M[:, 1:, PAUSE] + lat.log_phantom + lat.emit_pause[t]
+            tgt = new[:, :-1, PAUSE]
+            better = c > tgt
+            tgt[better] = c[better]
+            bp[:, :-1, PAUSE][better] = 2
+        back[t] = bp
+        v = _skip_max(ker, new, skip_flags[t + 1])
+    xf = lat.x_final - lat.x_lo
+    s = int(np.argmax(v[m, xf]))
+    score = float(v[m, xf, s])
+    if not np.isfinite(score):
+        return Path(_NEG, [], [])
+    steps: list[Step] = []
+    skipped: list[int] = []
+    i, xi, t = m, xf, T
+    while True:
+        while skip_flags[t, i, xi, s]:
+            skipped.append(i - 1)
+            i, xi = i - 1, xi - 1
+        if t == 0:
+            break
+        code = int(back[t - 1, i, xi, s])
+        if s == PERSONA:
+            i, xi = i - code, xi - code + 1
+            steps.append(Step(t - 1, PERSONA, i, code))
+        elif s == USER:
+            xi = xi - code + 1
+            j = (t - 1) + (lat.x_lo + xi) - i
+            steps.append(Step(t - 1, USER, j, code))
+        elif code == 1:
+            i -= 1
+            steps.append(Step(t - 1, PAUSE, i, 1))
+        else:
+            xi += 1
+            steps.append(Step(t - 1, PHANTOM, -1, 0))
+        t -= 1
+        s = int(np.argmax(layers[t, i, xi] + lat.log_trans[t][:, s])) if t > 0 else s
+    steps.reverse()
+    skipped.reverse()
+    return Path(score, steps, skipped)
+
+
+def _empty_score(lat: Lattice) -> float:
+    """Score of a conversation without labels: possible only when every item is a skippable blank."""
+    if lat.n or not lat.persona_blank.all():
+        return _NEG
+    return float(lat.log_skip * lat.m) if lat.m else 0.0
+
+
+def _skip_max(ker: _Kernel, v: np.ndarray, flags: np.ndarray) -> np.ndarray:
+    """Max-product skip closure in log space, marking the states reached by a skip."""
+    if ker.use_skip:
+        ls = ker.lat.log_skip
+        for b in ker.blank_items:
+            c = v[b, :-1] + ls
+            tgt = v[b + 1, 1:]
+            better = c > tgt
+            tgt[better] = c[better]
+            flags[b + 1, 1:][better] = True
+    return v

@@ -1,0 +1,511 @@
+"""The rounds of the public-release aligner (`psyattrs.data.align`): conversations, candidate
+units, lattices, and the re-estimation between rounds.
+
+`read_conversations` turns a public corpus into `Conversation`s with their pause treatments
+(`Mode`); `Candidates` lists every unit a reading may use (runs of 1..K consecutive non-blank lines
+of one speaker) with their features and length priors; `Aligner` scores them (`emissions`), builds
+one `psyattrs.data.align_dp.Lattice` per conversation and treatment, runs the DP (`align_one`,
+`decode`) and turns posteriors into training targets and expected counts (`m_step`). Internal to
+the aligner: `align_public` is the entry point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from psyattrs.data import align_dp as dp
+from psyattrs.data.align_scoring import (
+    BoundaryModel,
+    ModelScorer,
+    Priors,
+    SwitchModel,
+    TfidfScorer,
+    boundary_features,
+    calibrate,
+)
+from psyattrs.data.table import Corpus, final_column, normalize_table
+from psyattrs.schema import Schema
+
+if TYPE_CHECKING:
+    from psyattrs.data.align import AlignSettings
+
+COUNTED, NOT_COUNTED = "pauses counted", "pauses not counted"
+SKIP_PRIOR = 0.02
+"""P(a blank persona line is not a pause) in a conversation with no more blank lines than pauses."""
+TFIDF_FEATURES: dict[str, Any] = {"char_ngrams": (1, 3), "word_ngrams": (1, 2), "min_df": 2, "max_features": 50_000}
+"""The `tfidf` scorer's featurizer settings (`psyattrs.features.text.TextFeaturizer`)."""
+
+
+# ----------------------------------------------------------------------------------------------
+# conversations
+
+
+@dataclass
+class Mode:
+    name: str
+    p_items: np.ndarray  # persona line index of each persona item
+    p_blank: np.ndarray  # item is a blank line
+    u_items: np.ndarray  # user line index of each user item
+    max_phantoms: int
+    skip: float  # P(blank item skipped); 0 = never
+
+    def x_range(self, T: int) -> int:
+        return len(self.p_items) + len(self.u_items) - T + 2 * self.max_phantoms + 1
+
+
+@dataclass
+class Conversation:
+    doc_id: str
+    labels: np.ndarray
+    p_text: list[str]
+    p_blank: np.ndarray
+    u_text: list[str]
+    u_blank: np.ndarray
+    pause_count: int
+    total_turn: float
+    meta: dict[str, str]
+    modes: list[Mode] = field(default_factory=list)
+    K: int = 1
+    cand: tuple[int, int] = (0, 0)  # candidate id range
+    lookup: tuple[np.ndarray, np.ndarray] = (np.zeros((0, 1), int), np.zeros((0, 1), int))
+
+    @property
+    def T(self) -> int:
+        return len(self.labels)
+
+
+def reading_modes(c: Conversation, skip_prior: float) -> list[Mode]:
+    n_blank = int(c.p_blank.sum())
+    u_items = np.flatnonzero(~c.u_blank)
+    skip = (n_blank - c.pause_count) / n_blank if n_blank > c.pause_count else skip_prior
+    modes = [Mode(COUNTED, np.arange(len(c.p_text)), c.p_blank.copy(), u_items, max(0, c.pause_count - n_blank), skip)]
+    if n_blank:
+        p = np.flatnonzero(~c.p_blank)
+        modes.append(Mode(NOT_COUNTED, p, np.zeros(len(p), dtype=bool), u_items, 0, 0.0))
+    return [m for m in modes if m.x_range(c.T) >= 1]
+
+
+def read_conversations(corpus: Corpus) -> tuple[list[Conversation], list[Conversation]]:
+    """(conversations that some reading fits, conversations with too few lines for their labels)."""
+    schema = corpus.schema
+    heads = [final_column(h) for h in schema.head_names]
+    conv = corpus.conversations
+    seq = corpus.label_sequences
+    if corpus.format != "public" or seq is None:
+        raise ValueError(f"align_public needs the public release as read_public returns it (format 'public'), got format {corpus.format!r}")
+    labels = {d: g.sort_values("position")[heads].to_numpy(dtype=np.int64) for d, g in seq.groupby("doc_id", sort=False)}
+    lines = {d: g for d, g in corpus.utterances.groupby("doc_id", sort=False)}
+    empty_lines = corpus.utterances.iloc[:0]
+    fits, unfit = [], []
+    for row in conv.itertuples(index=False):
+        r = row._asdict()
+        d = str(r["doc_id"])
+        g = lines.get(d, empty_lines)
+        p = g[g["person_type"] == "persona"].sort_values("line")
+        u = g[g["person_type"] == "user"].sort_values("line")
+        turn = pd.to_numeric(pd.Series([r.get("total_turn")]), errors="coerce").iloc[0]
+        meta = {
+            "persona": str(r.get("persona", "")),
+            "persona_name": str(p["person_name"].iloc[0]) if len(p) else str(r.get("persona", "")),
+            "user_name": str(u["person_name"].iloc[0]) if len(u) else (d.split("_")[1] if d.count("_") else ""),
+            "user_id": str(u["person_id"].iloc[0]) if len(u) else str(r.get("user_id", "") or ""),
+            "persona_name_original": str(r.get("persona_name_original", "") or ""),
+        }
+        c = Conversation(
+            doc_id=d,
+            labels=labels.get(d, np.zeros((0, len(heads)), dtype=np.int64)),
+            p_text=p["text"].tolist(),
+            p_blank=p["is_blank"].to_numpy(dtype=bool),
+            u_text=u["text"].tolist(),
+            u_blank=u["is_blank"].to_numpy(dtype=bool),
+            pause_count=int(r["pause_count"]),
+            total_turn=float(turn) if pd.notna(turn) else float("nan"),
+            meta=meta,
+        )
+        c.modes = reading_modes(c, SKIP_PRIOR)
+        (fits if c.modes else unfit).append(c)
+    return fits, unfit
+
+
+class Candidates:
+    """Every unit any reading may use: runs of 1..K consecutive non-blank lines of one speaker."""
+
+    def __init__(self, convs: list[Conversation], max_lines: int):
+        conv_ids, speaker, start, ks, texts, line_rows = [], [], [], [], [], []
+        self.line_text: list[str] = []
+        self.pair_left: list[int] = []  # global line id of a line whose next line is in the same run
+        pair_group: list[str] = []
+        self.conv_lines: list[tuple[int, int]] = []
+        self.cand_range: list[tuple[int, int]] = []
+        self.conv_pairs: list[tuple[int, int]] = []
+        for ci, c in enumerate(convs):
+            c.K = max(1, min(max_lines, max(m.x_range(c.T) for m in c.modes)))
+            first = len(speaker)
+            first_line, first_pair = len(self.line_text), len(self.pair_left)
+            lookups = []
+            for s, (text, blank) in enumerate(((c.p_text, c.p_blank), (c.u_text, c.u_blank))):
+                n = len(text)
+                line_id = np.full(n, -1, dtype=np.int64)
+                nb = np.flatnonzero(~blank)
+                line_id[nb] = len(self.line_text) + np.arange(len(nb))
+                self.line_text.extend(text[i] for i in nb)
+                run = np.zeros(n + 1, dtype=np.int64)
+                for i in range(n - 1, -1, -1):
+                    run[i] = 0 if blank[i] else run[i + 1] + 1
+                for i in range(n - 1):
+                    if run[i] >= 2:
+                        self.pair_left.append(int(line_id[i]))
+                        pair_group.append(f"{c.meta['persona']}/{s}")
+                look = np.full((n, c.K), -1, dtype=np.int64)
+                for k in range(1, c.K + 1):
+                    a = np.flatnonzero(run[:n] >= k)
+                    look[a, k - 1] = len(speaker) + np.arange(len(a))
+                    conv_ids.extend([ci] * len(a))
+                    speaker.extend([s] * len(a))
+                    start.extend(a.tolist())
+                    ks.extend([k] * len(a))
+                    texts.extend("\n".join(text[i : i + k]) for i in a)
+                    line_rows.extend((line_id[i], k) for i in a)
+                lookups.append(look)
+            c.cand = (first, len(speaker))
+            self.cand_range.append(c.cand)
+            c.lookup = (lookups[0], lookups[1])
+            self.conv_lines.append((first_line, len(self.line_text)))
+            self.conv_pairs.append((first_pair, len(self.pair_left)))
+        self.conv = np.asarray(conv_ids, dtype=np.int64)
+        self.speaker = np.asarray(speaker, dtype=np.int64)
+        self.start = np.asarray(start, dtype=np.int64)
+        self.k = np.asarray(ks, dtype=np.int64)
+        self.text = texts
+        self.first_line = np.asarray([r[0] for r in line_rows], dtype=np.int64)
+        self.pair_left_arr = np.asarray(self.pair_left, dtype=np.int64)
+        left = [self.line_text[i] for i in self.pair_left]
+        right = [self.line_text[i + 1] for i in self.pair_left]
+        self.pair_features = boundary_features(left, right, pair_group)
+
+    def __len__(self) -> int:
+        return len(self.speaker)
+
+    def unit_lines(self):
+        """(n_units, n_lines) 0/1 CSR: the lines of each unit."""
+        import scipy.sparse as sp
+
+        rows = np.repeat(np.arange(len(self)), self.k)
+        offsets = np.arange(len(rows)) - np.repeat(np.cumsum(self.k) - self.k, self.k)
+        cols = np.repeat(self.first_line, self.k) + offsets
+        return sp.csr_matrix((np.ones(len(rows), dtype=np.float32), (rows, cols)), shape=(len(self), len(self.line_text)))
+
+    def length_prior(self, ci: int, p_continue: np.ndarray, merges: int) -> np.ndarray:
+        """Log-prior of the length of each candidate unit of conversation `ci`.
+
+        Each line either continues into the next line of its run or ends its unit; the
+        continuation probabilities come from the boundary model (`p_continue`, one per pair of
+        the corpus), shifted on the logit scale so that they add up to `merges`, the lines this
+        reading must merge: the model decides which lines merge, the counts how many.
+
+        Returns:
+            (n_candidates of ci,) the sum over the unit's pairs of log P(continue) plus log
+            P(end) after its last line (0 where its last line cannot continue).
+        """
+        l0, l1 = self.conv_lines[ci]
+        q0, q1 = self.conv_pairs[ci]
+        local = self.pair_left_arr[q0:q1] - l0
+        c = calibrate(p_continue[q0:q1], merges)
+        log_c = np.zeros(l1 - l0)
+        log_end = np.zeros(l1 - l0)
+        log_c[local] = np.log(c)
+        log_end[local] = np.log1p(-c)
+        cum = np.concatenate([[0.0], np.cumsum(log_c)])
+        a, b = self.cand_range[ci]
+        first = self.first_line[a:b] - l0
+        last = first + self.k[a:b] - 1
+        return cum[last] - cum[first] + log_end[last]
+
+
+# ----------------------------------------------------------------------------------------------
+# one conversation, one round
+
+
+@dataclass
+class Fit:
+    mode: Mode
+    loglik: float
+    loglik_other: float
+    mode_prob: float
+    post: dp.Posteriors
+    path: dp.Path | None = None  # the best reading, once decoded
+    confidence: np.ndarray | None = None  # per step of the path
+
+    def top_posterior(self) -> np.ndarray:
+        """(T,) the posterior of each label's most probable unit, times the treatment's posterior."""
+        post = self.post
+        T = len(post.phantom)
+        if T == 0:
+            return np.zeros(0)
+        flat = np.concatenate([post.persona.reshape(T, -1), post.user.reshape(T, -1), post.pause, post.phantom[:, None]], axis=1)
+        return flat.max(axis=1) * self.mode_prob
+
+    def placement(self) -> list[tuple]:
+        """Per label, the unit of highest posterior: (kind, first line, lines) in the speaker's
+        text ((PHANTOM, -1, 0) for a pause without a line)."""
+        post = self.post
+        T = len(post.phantom)
+        if T == 0:
+            return []
+        m, K = post.persona.shape[1:]
+        n = post.user.shape[1]
+        flat = np.concatenate([post.persona.reshape(T, -1), post.user.reshape(T, -1), post.pause, post.phantom[:, None]], axis=1)
+        out = []
+        for code in flat.argmax(axis=1).tolist():
+            if code < m * K:
+                out.append((dp.PERSONA, int(self.mode.p_items[code // K]), code % K + 1))
+            elif code < (m + n) * K:
+                j, k = divmod(code - m * K, K)
+                out.append((dp.USER, int(self.mode.u_items[j]), k + 1))
+            elif code < (m + n) * K + m:
+                out.append((dp.PAUSE, int(self.mode.p_items[code - (m + n) * K]), 1))
+            else:
+                out.append((dp.PHANTOM, -1, 0))
+        return out
+
+
+def item_ids(lookup: np.ndarray, items: np.ndarray, K: int) -> np.ndarray:
+    """(n_items, K) candidate ids of the units starting at each item (-1 where impossible: a blank
+    item, or lines that are not consecutive in the text because a removed blank lies between)."""
+    ids = lookup[items] if len(items) else np.zeros((0, K), dtype=np.int64)
+    n = len(items)
+    for k in range(2, K + 1):
+        end = np.arange(n) + k - 1
+        ok = end < n
+        ok[ok] = items[end[ok]] - items[ok] == k - 1
+        ids[~ok, k - 1] = -1
+    return ids
+
+
+class Aligner:
+    """The rounds of `align_public` over prepared conversations."""
+
+    def __init__(self, convs: list[Conversation], schema: Schema, settings: AlignSettings):
+        self.convs = convs
+        self.schema = schema
+        self.settings = settings
+        self.cands = Candidates(convs, settings.max_lines)
+        self.all_labels = np.concatenate([c.labels for c in convs]) if convs else np.zeros((0, len(schema.heads)), int)
+        self.priors0 = Priors.initial(schema, self.all_labels)
+        extra = sum(max(0, c.modes[0].x_range(c.T) - 1 - 2 * c.modes[0].max_phantoms) for c in convs)
+        self.boundary = BoundaryModel(self.cands.pair_features, extra / max(1, len(self.cands.pair_left)))
+        self.switch = SwitchModel(schema, [c.labels for c in convs])
+        self.tilt = np.zeros(len(convs))  # per-conversation logit shift of the change probabilities
+        self.ids = [
+            (item_ids(c.lookup[0], m.p_items, c.K), item_ids(c.lookup[1], m.u_items, c.K)) for c in convs for m in c.modes
+        ]
+        self._mode_index = {}
+        i = 0
+        for ci, c in enumerate(convs):
+            for mi in range(len(c.modes)):
+                self._mode_index[(ci, mi)] = i
+                i += 1
+
+    # -- scoring ---------------------------------------------------------------------------
+
+    def make_scorer(self):
+        s = self.settings
+        rng = np.random.default_rng(s.seed)
+        conv_fold = rng.permutation(len(self.convs)) % s.folds if self.convs else np.zeros(0, int)
+        fold = conv_fold[self.cands.conv]
+        if s.model_kind == "tfidf":
+            from psyattrs.data.align_scoring import unit_matrix
+            from psyattrs.features.text import TextFeaturizer
+
+            lines = self.cands.line_text
+            features = {**TFIDF_FEATURES, **{k: v for k, v in s.model_settings.items() if k not in ("C", "max_iter")}}
+            unique = pd.unique(pd.Series(lines, dtype=object))
+            try:
+                featurizer = TextFeaturizer(self.schema.language, **features).fit(unique)
+            except ValueError:  # a tiny corpus where no feature reaches min_df: keep every feature
+                featurizer = TextFeaturizer(self.schema.language, **{**features, "min_df": 1}).fit(unique)
+            X = unit_matrix(featurizer.transform(lines), self.cands.unit_lines(), self.cands.speaker == 1)
+            solver = {k: v for k, v in s.model_settings.items() if k in ("C", "max_iter")}
+            return TfidfScorer(self.schema, X, fold, seed=s.seed, **solver)
+        table = pd.DataFrame(
+            {
+                "doc_id": [self.convs[i].doc_id for i in self.cands.conv],
+                "text": self.cands.text,
+                "person_type": np.where(self.cands.speaker == 1, "user", "persona"),
+            }
+        )
+        return ModelScorer(self.schema, normalize_table(table, self.schema), fold, s.model_kind, s.model_settings)
+
+    def emissions(self, c: Conversation, logp: dict[str, np.ndarray]) -> np.ndarray:
+        """(n_candidates of c, T) weighted log P(label | unit) of each candidate unit at each label."""
+        a, b = c.cand
+        e = np.zeros((b - a, c.T))
+        for col, head in enumerate(self.schema.heads):
+            e += logp[head.name][a:b][:, c.labels[:, col]]
+        return self.settings.emission_weight * e
+
+    def lattice(self, ci: int, mi: int, E: np.ndarray, priors: Priors) -> dp.Lattice:
+        c, mode = self.convs[ci], self.convs[ci].modes[mi]
+        ids_p, ids_u = self.ids[self._mode_index[(ci, mi)]]
+        a = c.cand[0]
+
+        def emit(ids: np.ndarray) -> np.ndarray:
+            local = np.where(ids >= 0, ids - a, 0)
+            out = E[local].transpose(2, 0, 1) if len(ids) else np.zeros((c.T, 0, c.K))
+            return np.where((ids >= 0)[None], out, -np.inf)
+
+        pauses = bool(mode.p_blank.any() or mode.max_phantoms)
+        n_pauses = min(int(mode.p_blank.sum()), c.pause_count) + mode.max_phantoms if pauses else 0
+        steps = max(1, c.T - 1 - n_pauses)  # transitions between persona/user units
+        wanted = self.switch_target(c, n_pauses, priors)
+        wanted = priors.switch * steps if wanted is None else wanted
+        q = self.switch.probs(ci, float(np.clip(wanted, 0.02 * steps, 0.95 * steps)) * (c.T - 1) / steps)
+        if self.tilt[ci]:
+            q = np.clip(q, 1e-9, 1 - 1e-9)
+            q = 1 / (1 + np.exp(-(np.log(q) - np.log1p(-q) + self.tilt[ci])))
+        log_trans, log_start = priors.log_transitions(q, pauses)
+        return dp.Lattice(
+            emit_persona=emit(ids_p),
+            emit_user=emit(ids_u),
+            emit_pause=priors.log_pause(c.labels, self.schema) if c.T else np.zeros(0),
+            persona_blank=mode.p_blank,
+            log_trans=log_trans,
+            log_start=log_start,
+            log_keep=float(np.log1p(-mode.skip)),
+            log_skip=float(np.log(mode.skip)) if mode.skip > 0 else -np.inf,
+            log_phantom=float(np.log(priors.phantom)) if mode.max_phantoms else -np.inf,
+            max_phantoms=mode.max_phantoms,
+        )
+
+    def _lattices(self, ci: int, logp: dict[str, np.ndarray], priors: Priors) -> list[dp.Lattice]:
+        c = self.convs[ci]
+        E = self.emissions(c, logp)
+        lats = []
+        for mi, mode in enumerate(c.modes):
+            merges = max(0, len(mode.p_items) + len(mode.u_items) - c.T)
+            length = self.cands.length_prior(ci, self.boundary.p, merges)
+            lats.append(self.lattice(ci, mi, E + length[:, None], priors))
+        return lats
+
+    def align_one(self, ci: int, logp: dict[str, np.ndarray], priors: Priors, decode: bool) -> Fit | None:
+        """Both pause treatments' likelihoods, the better one's posteriors and, with `decode`, its
+        best reading (None when no reading has a finite score)."""
+        lats = self._lattices(ci, logp, priors)
+        lls = np.array([dp.log_likelihood(lat) for lat in lats])
+        if not np.isfinite(lls).any():
+            return None
+        best = int(np.argmax(lls))
+        other = float(np.max(np.delete(lls, best))) if len(lls) > 1 else float("nan")
+        prob = 1.0 / (1.0 + np.exp(other - lls[best])) if np.isfinite(other) else 1.0
+        fit = Fit(self.convs[ci].modes[best], float(lls[best]), other, float(prob), dp.forward_backward(lats[best]))
+        if decode:
+            self._decode(fit, lats[best])
+        return fit
+
+    def decode(self, ci: int, fit: Fit | None, logp: dict[str, np.ndarray], priors: Priors) -> Fit | None:
+        """Adds the best reading to a fit made with the same scores (rebuilding its lattice)."""
+        if fit is None or fit.path is not None:
+            return fit
+        mi = self.convs[ci].modes.index(fit.mode)
+        self._decode(fit, self._lattices(ci, logp, priors)[mi])
+        return fit
+
+    @staticmethod
+    def _decode(fit: Fit, lat: dp.Lattice) -> None:
+        fit.path = dp.viterbi(lat)
+        fit.confidence = np.array([step_posterior(fit.post, st) for st in fit.path.steps]) * fit.mode_prob
+
+    def update_tilts(self, fits: list[Fit | None], priors: Priors) -> None:
+        for ci, f in enumerate(fits):
+            if f is not None:
+                self._update_tilt(ci, f.mode, f.post, priors)
+
+    def switch_target(self, c: Conversation, n_pauses: int, priors: Priors) -> float | None:
+        """Expected persona<->user changes not across a pause: runs_per_turn x total_turn - 1,
+        less the pauses expected to sit between two different speakers (None: turns unknown)."""
+        if not np.isfinite(c.total_turn):
+            return None
+        return max(0.0, self.settings.runs_per_turn * c.total_turn - 1 - n_pauses * priors.cross_pause_share())
+
+    def _update_tilt(self, ci: int, mode: Mode, post: dp.Posteriors, priors: Priors) -> None:
+        """One Newton step of the conversation's shift toward its expected number of changes."""
+        c = self.convs[ci]
+        if not self.settings.match_turns or not np.isfinite(c.total_turn) or c.T < 2:
+            return
+        n_pauses = int(round(post.pause.sum() + post.phantom.sum()))
+        target = self.switch_target(c, n_pauses, priors)
+        change = post.transitions[:, 0, 1] + post.transitions[:, 1, 0]
+        both = post.transitions[:, :2, :2].sum(axis=(1, 2))
+        rate = np.divide(change, both, out=np.zeros_like(change), where=both > 0)
+        var = float((both * rate * (1 - rate)).sum())
+        step = (target - change.sum()) / max(var, 1.0)
+        self.tilt[ci] = float(np.clip(self.tilt[ci] + step, -6.0, 6.0))
+
+    # -- re-estimation -----------------------------------------------------------------------
+
+    def m_step(self, fits: list[Fit]) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, Any]]:
+        """Soft training targets of the units and expected counts for the priors."""
+        N = len(self.cands)
+        mass = np.zeros(N)
+        dist = {h.name: np.zeros((N, h.n_classes)) for h in self.schema}
+        pause = {h.name: np.zeros(h.n_classes) for h in self.schema}
+        trans, start = np.zeros((3, 3)), np.zeros(3)
+        switches = turns = 0.0
+        change, both = np.zeros(len(self.switch.p)), np.zeros(len(self.switch.p))
+        for ci, (c, f) in enumerate(zip(self.convs, fits)):
+            if f is None:
+                continue
+            mi = c.modes.index(f.mode)
+            onehot = [np.eye(h.n_classes)[c.labels[:, col]] for col, h in enumerate(self.schema.heads)]
+            for ids, post in zip(self.ids[self._mode_index[(ci, mi)]], (f.post.persona, f.post.user)):
+                valid = ids >= 0
+                if not valid.any():
+                    continue
+                W = post[:, : ids.shape[0], : ids.shape[1]][:, valid]
+                cid = ids[valid]
+                mass[cid] += W.sum(axis=0)
+                for h, oh in zip(self.schema.heads, onehot):
+                    dist[h.name][cid] += W.T @ oh
+            w = f.post.pause.sum(axis=1) + f.post.phantom
+            for h, oh in zip(self.schema.heads, onehot):
+                pause[h.name] += w @ oh
+            tr_t = f.post.transitions
+            trans += tr_t.sum(axis=0)
+            start += f.post.start
+            a = self.switch.offsets[ci]
+            change[a : a + c.T] = tr_t[:, 0, 1] + tr_t[:, 1, 0]
+            both[a : a + c.T] = tr_t[:, :2, :2].sum(axis=(1, 2))
+            if np.isfinite(c.total_turn):
+                switches += change[a : a + c.T].sum()
+                turns += c.total_turn
+        rows = np.flatnonzero(mass >= 0.5)
+        targets = {name: d[rows] / mass[rows, None] for name, d in dist.items()}
+        cont = self._continuations(mass)
+        rate = np.divide(change, both, out=np.zeros_like(change), where=both > 0)
+        return rows, targets, {"pause": pause, "trans": trans, "start": start, "switches": switches,
+                               "turns": turns, "continuations": cont, "change": rate, "change_weight": both}
+
+    def _continuations(self, mass: np.ndarray) -> np.ndarray:
+        """Posterior that each line pair shares a unit (from the units' posterior mass)."""
+        cands = self.cands
+        diff = np.zeros(len(cands.line_text) + 1)
+        sel = (cands.k >= 2) & (mass > 0)
+        np.add.at(diff, cands.first_line[sel], mass[sel])
+        np.add.at(diff, cands.first_line[sel] + cands.k[sel] - 1, -mass[sel])
+        return np.clip(np.cumsum(diff)[cands.pair_left_arr], 0.0, 1.0)
+
+
+def step_posterior(post: dp.Posteriors, st: dp.Step) -> float:
+    if st.kind == dp.PERSONA:
+        return float(post.persona[st.t, st.start, st.k - 1])
+    if st.kind == dp.USER:
+        return float(post.user[st.t, st.start, st.k - 1])
+    if st.kind == dp.PAUSE:
+        return float(post.pause[st.t, st.start])
+    return float(post.phantom[st.t])
+
+

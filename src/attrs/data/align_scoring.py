@@ -1,0 +1,486 @@
+"""What the public-release aligner scores a reading with (see `psyattrs.data.align`).
+
+- `LabelScorer` and its kinds: log P(labels | unit) for every candidate unit. `PriorScorer` gives
+  every unit the corpus's label marginals (the "priors only" start); `TfidfScorer` is a
+  cross-fitted TF-IDF + logistic regression sentence classifier; `ModelScorer` wraps any
+  `psyattrs.models` kind. Cross-fitting: conversations are dealt into folds and a unit is scored
+  by the classifier trained without its conversation, so a conversation's current reading never
+  scores itself.
+- `BoundaryModel`: P(a line continues into the next line of the same message), a logistic
+  regression on the characters around the line break, learnt from the aligner's own posteriors.
+- `Priors`: the pause label model and the speaker-transition model (start, persona/user/pause),
+  re-estimated from expected counts after each alignment.
+
+This module sits in the data stage but trains classifiers: the features and models stages are
+imported inside the functions that need them, as `psyattrs.data.synth` does for the labels stage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from psyattrs.schema import Schema
+
+SIGNATURE: dict[str, int] = {"strange": 1, "uneasy": 1, "engage": 0, "active": 0, "self": 0, "empathy": 0}
+"""The labels a pause sentence carries in OPELA (FORMATS §3): the starting point of the pause model."""
+PROBA_FLOOR = 1e-3
+"""Mixed into every predicted distribution (uniform share), so that no label is impossible."""
+
+
+def floored_log(p: np.ndarray, floor: float = PROBA_FLOOR) -> np.ndarray:
+    """log((1 - floor) p + floor / K) row-wise for (n, K) probabilities."""
+    p = np.asarray(p, dtype=float)
+    return np.log((1.0 - floor) * p + floor / p.shape[1])
+
+
+class LabelScorer(Protocol):
+    """Scores every candidate unit: head -> (n_candidates, K) log-probabilities."""
+
+    def fit(self, rows: np.ndarray, targets: dict[str, np.ndarray]) -> None: ...
+
+    def log_proba(self) -> dict[str, np.ndarray]: ...
+
+
+class PriorScorer:
+    """The corpus's label marginals for every unit: no text, no speaker (iteration 0).
+
+    Args:
+        schema: the heads.
+        labels: (n_labels, n_heads) every label of every kept conversation.
+        n_candidates: number of candidate units.
+    """
+
+    def __init__(self, schema: Schema, labels: np.ndarray, n_candidates: int):
+        self.schema = schema
+        self.n = n_candidates
+        self.priors = {
+            h.name: np.bincount(labels[:, c], minlength=h.n_classes).astype(float) + 1.0
+            for c, h in enumerate(schema.heads)
+        }
+
+    def fit(self, rows: np.ndarray, targets: dict[str, np.ndarray]) -> None:
+        """Nothing to learn."""
+
+    def log_proba(self) -> dict[str, np.ndarray]:
+        return {
+            name: np.broadcast_to(floored_log((p / p.sum())[None, :]), (self.n, len(p))) for name, p in self.priors.items()
+        }
+
+
+def unit_matrix(line_features: sp.csr_matrix, unit_lines: sp.csr_matrix, is_user: np.ndarray) -> sp.csr_matrix:
+    """Features of the candidate units: the L2-normalised sum of their lines' TF-IDF rows, plus
+    two speaker columns (user, persona).
+
+    Args:
+        line_features: (n_lines, d) TF-IDF rows of every non-blank line.
+        unit_lines: (n_units, n_lines) 0/1: which lines each unit holds.
+        is_user: (n_units,) the unit's speaker.
+
+    Returns:
+        CSR (n_units, d + 2), float32.
+    """
+    from sklearn.preprocessing import normalize
+
+    summed = normalize(unit_lines @ line_features)
+    speaker = sp.csr_matrix(np.column_stack([is_user, ~is_user]).astype(np.float32))
+    return sp.hstack([summed, speaker], format="csr", dtype=np.float32)
+
+
+def _expand(targets: np.ndarray, min_mass: float = 0.02) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rows, labels = np.nonzero(targets > min_mass)
+    return rows, labels, targets[rows, labels]
+
+
+class TfidfScorer:
+    """Cross-fitted logistic regression per head on the units' TF-IDF features.
+
+    Args:
+        schema: the heads.
+        X: (n_candidates, d) unit features (`unit_matrix`).
+        fold: (n_candidates,) fold of each unit's conversation, 0..n_folds-1; with one fold the
+            classifier scores the conversations it was trained on.
+        C: inverse regularisation strength.
+        max_iter: lbfgs iterations per fit (fits are warm-started from the previous round).
+        seed: solver seed.
+    """
+
+    def __init__(self, schema: Schema, X: sp.csr_matrix, fold: np.ndarray, *, C: float = 1.0, max_iter: int = 200, seed: int = 0):
+        self.schema = schema
+        self.X = X
+        self.fold = np.asarray(fold)
+        self.n_folds = int(self.fold.max()) + 1 if len(self.fold) else 1
+        self.C = C
+        self.max_iter = max_iter
+        self.seed = seed
+        self._models: dict[tuple[int, str], object] = {}
+        self._log: dict[str, np.ndarray] = {}
+
+    def fit(self, rows: np.ndarray, targets: dict[str, np.ndarray]) -> None:
+        """Trains one classifier per fold and head on `rows` (candidate indices) with soft targets
+        (head -> (len(rows), K)), then scores every candidate with its fold's classifiers."""
+        from sklearn.linear_model import LogisticRegression
+
+        rows = np.asarray(rows, dtype=np.int64)
+        out = {h.name: np.zeros((self.X.shape[0], h.n_classes)) for h in self.schema}
+        for f in range(self.n_folds):
+            scored = np.flatnonzero(self.fold == f) if self.n_folds > 1 else np.arange(self.X.shape[0])
+            keep = self.fold[rows] != f if self.n_folds > 1 else np.ones(len(rows), dtype=bool)
+            train = rows[keep]
+            for head in self.schema:
+                r, y, w = _expand(targets[head.name][keep])
+                prior = np.bincount(y, weights=w, minlength=head.n_classes) + 1.0
+                if len(np.unique(y)) < 2:
+                    out[head.name][scored] = prior / prior.sum()
+                    continue
+                key = (f, head.name)
+                model = self._models.get(key)
+                if model is None or not np.array_equal(model.classes_, np.unique(y)):
+                    model = LogisticRegression(C=self.C, max_iter=self.max_iter, tol=1e-3, random_state=self.seed, warm_start=True)
+                model.fit(self.X[train[r]], y, sample_weight=w)
+                self._models[key] = model
+                proba = np.zeros((len(scored), head.n_classes))
+                proba[:, model.classes_] = model.predict_proba(self.X[scored])
+                out[head.name][scored] = proba
+        self._log = {name: floored_log(p) for name, p in out.items()}
+
+    def log_proba(self) -> dict[str, np.ndarray]:
+        return self._log
+
+
+class ModelScorer:
+    """Cross-fitted scorer over any `psyattrs.models` kind (`build_model(kind, schema, **settings)`).
+
+    Args:
+        schema: the heads.
+        table: one row per candidate unit: doc_id, text, person_type (an utterance table).
+        fold: (n_candidates,) fold of each unit's conversation.
+        kind: the model kind.
+        settings: the model's settings.
+    """
+
+    def __init__(self, schema: Schema, table: pd.DataFrame, fold: np.ndarray, kind: str, settings: dict):
+        from psyattrs.models import build_model
+
+        self.schema = schema
+        self.table = table.reset_index(drop=True)
+        self.fold = np.asarray(fold)
+        self.n_folds = int(self.fold.max()) + 1 if len(self.fold) else 1
+        self.kind = kind
+        self.settings = dict(settings)
+        build_model(kind, schema, **self.settings)  # fail early on a bad kind or setting
+        self._log: dict[str, np.ndarray] = {}
+
+    def fit(self, rows: np.ndarray, targets: dict[str, np.ndarray]) -> None:
+        from psyattrs.models import build_model
+
+        rows = np.asarray(rows, dtype=np.int64)
+        out = {h.name: np.zeros((len(self.table), h.n_classes)) for h in self.schema}
+        for f in range(self.n_folds):
+            scored = np.flatnonzero(self.fold == f) if self.n_folds > 1 else np.arange(len(self.table))
+            keep = self.fold[rows] != f if self.n_folds > 1 else np.ones(len(rows), dtype=bool)
+            if not keep.any():  # no aligned unit to learn from: the targets' (or a flat) prior
+                for h in self.schema:
+                    mass = targets[h.name].sum(axis=0) + 1.0
+                    out[h.name][scored] = mass / mass.sum()
+                continue
+            model = build_model(self.kind, self.schema, **self.settings)
+            model.fit(self.table.iloc[rows[keep]], {h: t[keep] for h, t in targets.items()})
+            proba = model.predict_proba(self.table.iloc[scored])
+            for name, p in proba.items():
+                out[name][scored] = p
+        self._log = {name: floored_log(p) for name, p in out.items()}
+
+    def log_proba(self) -> dict[str, np.ndarray]:
+        return self._log
+
+
+# ----------------------------------------------------------------------------------------------
+# message length: where a line continues into the next
+
+
+_PUNCT = set(".?!~^;)♡♥")
+
+
+def boundary_features(left: list[str], right: list[str], group: list[str]) -> list[dict[str, float]]:
+    """Features of the break between a line and the next line of the same speaker.
+
+    Args:
+        left: the earlier lines.
+        right: the lines that follow them.
+        group: a grouping key per pair (persona and speaker), so each group can have its own rate.
+
+    Returns:
+        One feature dict per pair: the last one and two characters before the break, the first
+        one and two after it, whether the earlier line ends in punctuation or laughter, and length
+        buckets of both lines.
+    """
+    feats = []
+    for a, b, g in zip(left, right, group):
+        a_s, b_s = a.rstrip(), b.lstrip()
+        last = a_s[-1:] or "<e>"
+        first = b_s[:1] or "<e>"
+        f = {
+            f"g={g}": 1.0,
+            f"l1={last}": 1.0,
+            f"l2={a_s[-2:]}": 1.0,
+            f"r1={first}": 1.0,
+            f"r2={b_s[:2]}": 1.0,
+            f"la={min(len(a_s) // 8, 6)}": 1.0,
+            f"lb={min(len(b_s) // 8, 6)}": 1.0,
+            "end_punct": float(last in _PUNCT or last in "ㅋㅎㅠㅜ"),
+            "bias": 1.0,
+        }
+        feats.append(f)
+    return feats
+
+
+class BoundaryModel:
+    """P(line continues into the next line of the same message) for every adjacent line pair.
+
+    Starts from one corpus-wide rate; `fit` learns a logistic regression on `boundary_features`
+    from soft targets (the aligner's posterior that the two lines share a unit).
+
+    Args:
+        features: one feature dict per pair (`boundary_features`).
+        rate: the starting continuation probability of every pair.
+    """
+
+    def __init__(self, features: list[dict[str, float]], rate: float):
+        from sklearn.feature_extraction import DictVectorizer
+
+        self.vectorizer = DictVectorizer()
+        self.X = self.vectorizer.fit_transform(features) if features else sp.csr_matrix((0, 1))
+        self.p = np.full(len(features), float(np.clip(rate, 1e-4, 0.5)))
+
+    def fit(self, targets: np.ndarray) -> None:
+        """Learns from (n_pairs,) posterior continuation probabilities."""
+        from sklearn.linear_model import LogisticRegression
+
+        t = np.clip(np.asarray(targets, dtype=float), 0.0, 1.0)
+        if len(t) == 0 or t.max() < 1e-6 or t.min() > 1 - 1e-6:
+            return
+        X = sp.vstack([self.X, self.X], format="csr")
+        y = np.r_[np.ones(len(t)), np.zeros(len(t))]
+        w = np.r_[t, 1.0 - t]
+        keep = w > 1e-6
+        model = LogisticRegression(C=1.0, max_iter=500)
+        model.fit(X[keep], y[keep], sample_weight=w[keep])
+        self.p = np.clip(model.predict_proba(self.X)[:, 1], 1e-4, 1 - 1e-4)
+
+
+def calibrate(p: np.ndarray, total: float) -> np.ndarray:
+    """p shifted on the logit scale so that it sums to `total` (clipped away from 0 and 1).
+
+    Args:
+        p: (n,) probabilities in (0, 1).
+        total: the wanted sum; <= 0 or >= n give all-(near-)0 or all-(near-)1.
+    """
+    eps = 1e-9
+    p = np.clip(np.asarray(p, dtype=float), eps, 1 - eps)
+    if len(p) == 0:
+        return p
+    if total <= 0:
+        return np.full(len(p), eps)
+    if total >= len(p):
+        return np.full(len(p), 1 - eps)
+    logit = np.log(p) - np.log1p(-p)
+    lo, hi = -40.0, 40.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if (1 / (1 + np.exp(-(logit + mid)))).sum() > total:
+            hi = mid
+        else:
+            lo = mid
+    return np.clip(1 / (1 + np.exp(-(logit + (lo + hi) / 2))), eps, 1 - eps)
+
+
+class SwitchModel:
+    """P(the speaker changes into label t | the labels at t-1 and at t).
+
+    The labels themselves say where a change is likely: a question is answered by the other
+    speaker, a reaction (empathy 2-4) follows the partner's disclosure. A logistic regression on
+    the one-hot labels of both positions (and the products of the previous position's `active`
+    and `self` with the current `empathy` and `self`) is learnt from the aligner's posterior
+    changes; it starts at one rate everywhere. `probs` shifts a conversation's probabilities so
+    that their sum is its expected number of changes (from `total_turn`).
+
+    Args:
+        schema: the heads.
+        labels: the label matrix (T, n_heads) of each conversation.
+    """
+
+    CROSS = (("active", "empathy"), ("active", "self"), ("self", "empathy"), ("self", "self"))
+
+    def __init__(self, schema: Schema, labels: list[np.ndarray]):
+        from sklearn.feature_extraction import DictVectorizer
+
+        names = schema.head_names
+        feats, self.offsets = [], [0]
+        for lab in labels:
+            for t in range(len(lab)):
+                prev = lab[t - 1] if t else None
+                f = {"bias": 1.0}
+                for c, h in enumerate(names):
+                    f[f"c:{h}={lab[t, c]}"] = 1.0
+                    if prev is not None:
+                        f[f"p:{h}={prev[c]}"] = 1.0
+                if prev is not None:
+                    for a, b in self.CROSS:
+                        if a in names and b in names:
+                            f[f"x:{a}={prev[names.index(a)]}:{b}={lab[t, names.index(b)]}"] = 1.0
+                else:
+                    f["first"] = 1.0
+                feats.append(f)
+            self.offsets.append(len(feats))
+        self.vectorizer = DictVectorizer()
+        self.X = self.vectorizer.fit_transform(feats) if feats else sp.csr_matrix((0, 1))
+        self.p = np.full(len(feats), 0.5)
+
+    def fit(self, targets: np.ndarray, weights: np.ndarray) -> None:
+        """Learns from (n,) posterior change probabilities with (n,) weights (the posterior that
+        both sides of the position are persona or user units)."""
+        from sklearn.linear_model import LogisticRegression
+
+        t = np.clip(np.asarray(targets, dtype=float), 0.0, 1.0)
+        w = np.asarray(weights, dtype=float)
+        y = np.r_[np.ones(len(t)), np.zeros(len(t))]
+        sw = np.r_[t * w, (1.0 - t) * w]
+        keep = sw > 1e-6
+        if len(np.unique(y[keep])) < 2:
+            return
+        X = sp.vstack([self.X, self.X], format="csr")
+        model = LogisticRegression(C=1.0, max_iter=500)
+        model.fit(X[keep], y[keep], sample_weight=sw[keep])
+        self.p = model.predict_proba(self.X)[:, 1]
+
+    def probs(self, ci: int, switches: float) -> np.ndarray:
+        """(T,) change probabilities of conversation `ci` summing to `switches` over t >= 1."""
+        a, b = self.offsets[ci], self.offsets[ci + 1]
+        out = np.zeros(b - a)
+        if b - a > 1:
+            out[1:] = calibrate(self.p[a + 1 : b], switches)
+        return out
+
+
+# ----------------------------------------------------------------------------------------------
+# pause labels and speaker transitions
+
+
+@dataclass
+class Priors:
+    """The aligner's label-free model parts (states: 0 persona, 1 user, 2 pause).
+
+    Attributes:
+        pause: head -> (K,) label distribution of a pause sentence.
+        start: (3,) distribution of the first unit's state.
+        to_pause: (2,) rate of pauses after a persona unit, after a user unit.
+        after_pause: (3,) distribution of the state after a pause.
+        run_ratio: speaker changes per turn (`total_turn`), excluding changes across a pause.
+        switch: switch probability used where `total_turn` is unknown.
+        skip: P(a blank persona line is not a pause) when there are no more blanks than pauses.
+        phantom: P(a pause has no blank line), where `pause_count` exceeds the blank lines.
+    """
+
+    pause: dict[str, np.ndarray]
+    start: np.ndarray = field(default_factory=lambda: np.array([0.45, 0.45, 0.10]))
+    to_pause: np.ndarray = field(default_factory=lambda: np.array([0.03, 0.03]))
+    after_pause: np.ndarray = field(default_factory=lambda: np.array([0.5, 0.45, 0.05]))
+    run_ratio: float = 1.8
+    switch: float = 0.4
+    skip: float = 0.02
+    phantom: float = 0.01
+
+    def cross_pause_share(self) -> float:
+        """Share of pauses expected between two different speakers (persona before, user after or
+        the reverse), from the rates of pauses after each speaker and the state after a pause."""
+        before = np.asarray(self.to_pause, dtype=float)
+        before = before / before.sum() if before.sum() > 0 else np.full(2, 0.5)
+        after = np.asarray(self.after_pause[:2], dtype=float)
+        after = after / after.sum() if after.sum() > 0 else np.full(2, 0.5)
+        return float(before[0] * after[1] + before[1] * after[0])
+
+    @classmethod
+    def initial(cls, schema: Schema, labels: np.ndarray) -> "Priors":
+        """Starting values: the pause signature where the schema has OPELA's heads, else the
+        corpus's label marginals."""
+        pause = {}
+        for c, head in enumerate(schema.heads):
+            marginal = np.bincount(labels[:, c], minlength=head.n_classes).astype(float) + 1.0
+            marginal /= marginal.sum()
+            if head.name in SIGNATURE and SIGNATURE[head.name] < head.n_classes:
+                dist = 0.1 * marginal
+                dist[SIGNATURE[head.name]] += 0.9
+            else:
+                dist = marginal
+            pause[head.name] = dist
+        return cls(pause=pause)
+
+    def log_pause(self, labels: np.ndarray, schema: Schema) -> np.ndarray:
+        """(T,) log P(labels of each position | pause)."""
+        return sum(np.log(self.pause[h.name][labels[:, c]]) for c, h in enumerate(schema.heads))
+
+    def log_transitions(self, q: np.ndarray, pauses: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(T, 3, 3) log-scores of the state of label t given the last state, and (3,) of the first.
+
+        Between persona and user units the scores are a Markov chain with change probability
+        q[t] into label t. The pause entries are relative preferences (the likeliest 1), not
+        probabilities: the number of pauses is fixed by the blank lines, so only where they go is
+        scored, and a reading without pauses is not favoured for having fewer of them. Without
+        pauses the pause state is unreachable.
+        """
+        q = np.asarray(q, dtype=float)
+        before = np.asarray(self.to_pause, dtype=float)
+        before = before / before.max() if pauses else np.zeros(2)
+        after = np.asarray(self.after_pause, dtype=float)
+        after = after / after.max() if pauses else np.array([1.0, 1.0, 0.0])
+        trans = np.zeros((len(q), 3, 3))
+        trans[:, 0, 0] = trans[:, 1, 1] = 1 - q
+        trans[:, 0, 1] = trans[:, 1, 0] = q
+        trans[:, 0, 2], trans[:, 1, 2] = before
+        trans[:, 2, :] = after
+        start = np.asarray(self.start, dtype=float).copy()
+        if not pauses:
+            start[2] = 0.0
+        start = start / start.max()
+        with np.errstate(divide="ignore"):
+            return np.log(trans), np.log(start)
+
+    def update(
+        self,
+        schema: Schema,
+        pause_counts: dict[str, np.ndarray],
+        transitions: np.ndarray,
+        start: np.ndarray,
+        switches: float,
+        turns: float,
+        initial: "Priors",
+    ) -> "Priors":
+        """New priors from expected counts summed over conversations (smoothed toward `initial`).
+
+        Args:
+            schema: the heads.
+            pause_counts: head -> (K,) expected label counts at pause positions.
+            transitions: (3, 3) expected transition counts (conversations whose pauses are counted).
+            start: (3,) expected first states.
+            switches: expected persona<->user changes; turns: the summed `total_turn` of the same
+                conversations.
+            initial: the starting priors (pseudo-counts).
+        """
+        pause = {}
+        for h in schema.heads:
+            counts = pause_counts[h.name] + 5.0 * initial.pause[h.name]
+            pause[h.name] = counts / counts.sum()
+        tr = transitions + 0.5
+        to_pause = np.array([tr[0, 2] / tr[0].sum(), tr[1, 2] / tr[1].sum()])
+        after = tr[2] / tr[2].sum()
+        st = start + 0.5
+        ratio = switches / turns if turns > 0 else self.run_ratio
+        non_pause = tr[:2, :2].sum()
+        switch = (tr[0, 1] + tr[1, 0]) / non_pause if non_pause > 0 else self.switch
+        return Priors(pause=pause, start=st / st.sum(), to_pause=to_pause, after_pause=after,
+                      run_ratio=float(ratio), switch=float(switch), skip=self.skip, phantom=self.phantom)
