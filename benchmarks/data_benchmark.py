@@ -23,14 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-def _peak_kb() -> int:
-    """This process's peak resident memory in KiB (VmHWM: unlike ru_maxrss, not inherited from the parent)."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmHWM in /proc/self/status")
-
+from _memory import peak_kb  # benchmarks/_memory.py (the script's folder is on sys.path)
 
 STEPS = {
     "read_csv": "pandas.read_csv of the file (reference)",
@@ -49,7 +42,7 @@ def _child(step: str, path: str) -> dict:
     from psyattrs.labels.resolve import compare_with_final, resolve_final_labels
     from psyattrs.schema import OPELA
 
-    rss_before = _peak_kb()
+    rss_before = peak_kb()
     t0 = time.perf_counter()
     if step == "read_csv":
         n = len(pd.read_csv(path))
@@ -63,7 +56,7 @@ def _child(step: str, path: str) -> dict:
         if step == "resolve-all-methods":
             compare_with_final(corpus.utterances, OPELA)
     seconds = time.perf_counter() - t0
-    peak = _peak_kb()
+    peak = peak_kb()
     return {"seconds": seconds, "rows": n, "peak_mb": peak / 1024, "imports_mb": rss_before / 1024}
 
 

@@ -29,14 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-def _peak_kb() -> int:
-    """This process's peak resident memory in KiB (VmHWM: unlike ru_maxrss, not inherited from the parent)."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmHWM in /proc/self/status")
-
+from _memory import peak_kb  # benchmarks/_memory.py (the script's folder is on sys.path)
 
 # name -> (kind, context.previous, targets.lambda, extra settings)
 MODELS: dict[str, tuple[str, int, float, dict]] = {
@@ -146,7 +139,7 @@ def _speed_child(which: str, path: str) -> dict:
     from psyattrs.schema import OPELA
 
     table = normalize_table(pd.read_parquet(path), OPELA)
-    rss0 = _peak_kb()
+    rss0 = peak_kb()
     t0 = time.perf_counter()
     if which == "psyattrs":
         model = build_model("tfidf", OPELA, context_previous=0, seed=0)
@@ -174,7 +167,7 @@ def _speed_child(which: str, path: str) -> dict:
         for clf in heads:
             clf.predict_proba(X)
     total = time.perf_counter() - t0
-    peak = _peak_kb()
+    peak = peak_kb()
     return {"fit_s": fit_s, "predict_s": total - fit_s, "total_s": total, "peak_mb": peak / 1024,
             "after_load_mb": rss0 / 1024, "rows": len(table)}
 
