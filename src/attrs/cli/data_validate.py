@@ -25,7 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "validate",
         help="read a corpus file, report what is usable and what is set aside",
-        description=__doc__.splitlines()[0],
+        description=__doc__.split("\n\n", 1)[1].strip(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("path", help="CSV, Parquet or JSON-lines file")
     parser.add_argument("--format", default=None, help=f"force the format: {', '.join(FORMATS)} (default: detect)")

@@ -75,7 +75,7 @@ _LOCK = threading.Lock()
 _KIWI = None
 _JIEBA = None
 _CACHE: dict[tuple[str, str], tuple[str, ...]] = {}
-_CACHE_LIMIT = 1_000_000
+_CACHE_LIMIT = 200_000  # distinct sentences; a long-lived server or Predictor stays bounded
 _cache_stats = {"hits": 0, "misses": 0}
 
 
