@@ -17,6 +17,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from psyattrs.cli._options import add_tracking_uri
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds the top-level `annotate` command."""
@@ -38,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--restart", action="store_true", help="discard an earlier run in OUT and start over")
     parser.add_argument("--max-chunks", type=int, default=None, help="stop after N chunks (resume later)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument("--tracking-uri", default=None, help="MLflow store (default: MLFLOW_TRACKING_URI or <repo>/mlflow)")
+    add_tracking_uri(parser)
     parser.set_defaults(func=handler)
 
 

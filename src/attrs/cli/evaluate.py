@@ -12,6 +12,8 @@ import json
 import math
 from pathlib import Path
 
+from psyattrs.cli._options import add_tracking_uri
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds the top-level `evaluate` command."""
@@ -22,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--run", dest="run_id", metavar="RUN_ID", required=True, help="MLflow run id from psyattrs train")
     parser.add_argument("--data", metavar="PATH", type=Path, default=None, help="corpus to score instead of the test split")
-    parser.add_argument("--tracking-uri", default=None, help="MLflow store (default: MLFLOW_TRACKING_URI or <repo>/mlflow)")
+    add_tracking_uri(parser)
     parser.add_argument("--json", metavar="OUT", type=Path, default=None, help="also write every metric as JSON")
     parser.set_defaults(func=handler)
 

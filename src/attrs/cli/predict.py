@@ -18,6 +18,8 @@ import json
 import sys
 from pathlib import Path
 
+from psyattrs.cli._options import add_tracking_uri
+
 OUT_SUFFIXES = (".parquet", ".csv", ".jsonl")
 SHOWN_PROBLEMS = 5
 
@@ -39,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--format", default=None, help="force the --input format (default: detect)")
     parser.add_argument("--out", type=Path, default=None, metavar="PATH", help="write predictions (.parquet, .csv, .jsonl)")
     parser.add_argument("--json", action="store_true", help="print one JSON object per sentence")
-    parser.add_argument("--tracking-uri", default=None, help="MLflow store (default: MLFLOW_TRACKING_URI or <repo>/mlflow)")
+    add_tracking_uri(parser)
     parser.set_defaults(func=handler)
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 
+from psyattrs.cli._options import add_tracking_uri
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds the top-level `register` command."""
@@ -28,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-alias", action="store_true", help="register without setting an alias")
     parser.add_argument("--version", type=int, default=None,
                         help="without RUN_ID: the existing version to point --alias at")
-    parser.add_argument("--tracking-uri", default=None, help="MLflow store (default: MLFLOW_TRACKING_URI or <repo>/mlflow)")
+    add_tracking_uri(parser)
     parser.set_defaults(func=handler)
 
 

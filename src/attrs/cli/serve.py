@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 
+from psyattrs.cli._options import add_tracking_uri
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds the top-level `serve` command."""
@@ -25,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="models:/NAME@ALIAS, runs:/RUN_ID/model, or an MLflow model folder")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port on 127.0.0.1 (default {DEFAULT_PORT})")
     parser.add_argument("--workers", type=int, default=1, help="server worker processes (default 1)")
-    parser.add_argument("--tracking-uri", default=None, help="MLflow store (default: MLFLOW_TRACKING_URI or <repo>/mlflow)")
+    add_tracking_uri(parser)
     parser.set_defaults(func=handler)
 
 

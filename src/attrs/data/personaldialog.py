@@ -90,6 +90,14 @@ def _traits(profile: Any, field: str) -> tuple[str, str, str]:
     return out[0], out[1], _tags(profile.get("tag"), f"{field}.tag")
 
 
+def decode_line(line: str) -> Any:
+    """One JSON line's value; RecordError (field `record`) when it is not valid JSON."""
+    try:
+        return json.loads(line)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise RecordError(f"not valid JSON: {getattr(exc, 'msg', exc)}", "record") from None
+
+
 def parse_record(record: Any, doc_id: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Turns one PersonalDialog record into utterance rows and a dialogue row.
 
@@ -232,11 +240,7 @@ class PersonalDialogReader:
             self.n_read += 1
             doc_id = f"pd{number}"
             try:
-                try:
-                    record = json.loads(line)
-                except (json.JSONDecodeError, RecursionError) as exc:
-                    raise RecordError(f"not valid JSON: {getattr(exc, 'msg', exc)}", "record") from None
-                new_rows, dialogue = parse_record(record, doc_id)
+                new_rows, dialogue = parse_record(decode_line(line), doc_id)
             except RecordError as exc:
                 if not self.collect_problems:
                     raise InputFileError(self.path, exc.reason, row=number, column=exc.field) from None

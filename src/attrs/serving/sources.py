@@ -28,7 +28,6 @@ Sources:
 from __future__ import annotations
 
 import codecs
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from psyattrs.data.io import check_file, detect_encoding, detect_format, is_parquet
-from psyattrs.data.personaldialog import RecordError, parse_record
+from psyattrs.data.personaldialog import RecordError, decode_line, parse_record
 from psyattrs.errors import InputFileError
 
 TABLE_COLUMNS: tuple[str, ...] = (
@@ -164,10 +163,7 @@ class PersonalDialogSource:
         pending.n_records += 1
         record = None
         try:
-            try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, RecursionError) as exc:
-                raise RecordError(f"not valid JSON: {getattr(exc, 'msg', exc)}", "record") from None
+            record = decode_line(line)
             rows, _ = parse_record(record, doc_id)
         except RecordError as exc:
             pending.n_records_rejected += 1
