@@ -9,7 +9,10 @@ label vector: what training needs) and the share placed at their true position; 
 calibration of `align_confidence`; then a classical model (TF-IDF + logistic regression) trained
 on the aligned public-format corpus next to the same model trained on the true annotated corpus,
 on the same training conversations, both scored on the true sentences of the same held-out
-conversations (mean macro-F1 over the six heads).
+conversations (mean macro-F1 over the six heads). A reference row aligns the same file with a
+sentence classifier trained on `--reference` other synthetic conversations whose order is known
+(`align_public(..., label_model=...)`): what sentence-level label likelihoods can do on this
+generator, whose labels are partly random given the text.
 
 Part 2, real: when `../shared/data/opela_public_rows.csv` exists (135 real rows of the release),
 this script READS IT and prints how many conversations align, the mean confidence, how often a
@@ -58,7 +61,33 @@ def _macro_f1(train: pd.DataFrame, test: pd.DataFrame, kind: str = "tfidf") -> d
     return {h: macro_f1(rows[f"labeler_{h}"].to_numpy(dtype=int), pred[h].to_numpy()) for h in OPELA.head_names}
 
 
-def synthetic_part(dialogues: int, seed: int, iterations: int) -> dict[str, float]:
+def _reference_rows(corpus, truth, dialogues: int, seed: int) -> None:
+    """The same alignment with a sentence classifier trained on `dialogues` other conversations
+    whose true order is known (a disjoint synthetic corpus): how far sentence-level label
+    likelihoods can take the alignment on this generator."""
+    from psyattrs.data.align import align_public
+    from psyattrs.data.align_eval import score_reading
+    from psyattrs.data.synth import synthesize
+    from psyattrs.labels.soft import mixed_targets
+    from psyattrs.models import build_model
+    from psyattrs.schema import OPELA
+
+    started = time.perf_counter()
+    other = synthesize(dialogues, seed=seed + 1000).utterances
+    train = other[~other["is_pause"].astype(bool)]
+    model = build_model("tfidf", OPELA, max_features=50_000, C=1.0, max_iter=300)
+    model.fit(train, mixed_targets(train, OPELA, lam=1.0))
+    fit_seconds = time.perf_counter() - started
+    result = align_public(corpus, iterations=5, label_model=model, keep_history=True)
+    print(f"reference: sentences scored by a classifier trained on {dialogues} other conversations with known order "
+          f"({len(train)} sentences, fitted in {fit_seconds:.0f}s):")
+    for snap, h in zip(result.snapshots, result.history.itertuples()):
+        s = score_reading(snap, truth.order, corpus)
+        label = "  round 0 (priors only)" if h.iteration == 0 else f"  round {h.iteration}"
+        print(f"{label:<34} {_fmt(s['labels_exact']):>7} {_fmt(s['position_exact']):>9} {_fmt(h.changed):>8} {h.seconds:6.1f}")
+
+
+def synthetic_part(dialogues: int, seed: int, iterations: int, reference: int = 0) -> dict[str, float]:
     from psyattrs.data.align import align_public
     from psyattrs.data.align_eval import alternating_reading, pause_anchored_reading, score_reading
     from psyattrs.data.opela import read_public
@@ -91,6 +120,8 @@ def synthetic_part(dialogues: int, seed: int, iterations: int) -> dict[str, floa
         label = "round 0 (priors only)" if h.iteration == 0 else f"round {h.iteration}"
         print(f"{label:<34} {_fmt(s['labels_exact']):>7} {_fmt(s['position_exact']):>9} {_fmt(h.changed):>8} {h.seconds:6.1f}")
     final = score_reading(result.utterances, truth.order, corpus)
+    if reference:
+        _reference_rows(corpus, truth, reference, seed)
 
     print("\ncalibration of align_confidence (non-pause rows):")
     rows = result.utterances[~result.utterances["is_pause"]]
@@ -187,9 +218,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dialogues", type=int, default=135, help="synthetic conversations (default 135, as the real rows)")
     parser.add_argument("--seeds", type=int, default=1, help="synthetic corpora, seeds 1..N (default 1)")
     parser.add_argument("--iterations", type=int, default=10, help="classifier rounds at most (default 10)")
+    parser.add_argument("--reference", type=int, default=500, metavar="N",
+                        help="also align with a classifier trained on N other synthetic conversations of known order "
+                        "(default 500; 0 = skip)")
     parser.add_argument("--skip-real", action="store_true", help="do not run the real-rows part")
     args = parser.parse_args(argv)
-    summaries = [synthetic_part(args.dialogues, seed, args.iterations) for seed in range(1, args.seeds + 1)]
+    summaries = [synthetic_part(args.dialogues, seed, args.iterations, args.reference) for seed in range(1, args.seeds + 1)]
     if len(summaries) > 1:
         print("\n== synthetic, over seeds ==")
         print(pd.DataFrame(summaries).describe().loc[["mean", "min", "max"]].round(3).to_string())

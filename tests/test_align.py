@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -34,47 +35,67 @@ FAST = dict(model_kind="majority", iterations=1)
 # the DP against brute force
 
 
-def _enumerate(lat: dp.Lattice) -> list[tuple[float, list[tuple], list[int], list[tuple]]]:
-    """Every path of a lattice: (score, steps (t, kind, start, k), skipped items, transitions)."""
+def _enumerate(lat: dp.Lattice) -> list[tuple[float, list[tuple], list[int], list[tuple], list[tuple]]]:
+    """Every path of a lattice: (score, steps (t, kind, start, k), skipped items, transitions,
+    run events (speaker PERSONA / USER, items used, 0 stay / 1 leave))."""
     T, m, n, K = lat.T, lat.m, lat.n, lat.emit_persona.shape[2]
     lo, hi = -lat.max_phantoms, m + n - T + lat.max_phantoms
+    p_run = lat.persona_run if lat.persona_run is not None else np.zeros((m + 1, 2))
+    u_run = lat.user_run if lat.user_run is not None else np.zeros((n + 1, 2))
     out = []
 
-    def walk(t, i, j, s, score, steps, skipped, trans):
+    def walk(t, i, j, s, score, steps, skipped, trans, runs):
         if not lo <= i + j - t <= hi:
             return
         if i < m and lat.persona_blank[i] and lat.log_skip > -np.inf:
-            walk(t, i + 1, j, s, score + lat.log_skip, steps, skipped + [i], trans)
+            walk(t, i + 1, j, s, score + lat.log_skip, steps, skipped + [i], trans, runs)
         if t == T:
             if i == m and j == n:
-                out.append((score, steps, skipped, trans))
+                out.append((score, steps, skipped, trans, runs))
             return
 
         def go(to):
-            return lat.log_start[to] if s is None else lat.log_trans[t, s, to]
+            """Score of the step s -> to, and the run event it makes (None from a pause or at start)."""
+            if s is None:
+                return lat.log_start[to], []
+            col = 0 if to == s else 1
+            if s == dp.PERSONA:
+                return lat.log_trans[t, s, to] + p_run[i, col], [(dp.PERSONA, i, col)]
+            if s == dp.USER:
+                return lat.log_trans[t, s, to] + u_run[j, col], [(dp.USER, j, col)]
+            return lat.log_trans[t, s, to], []
+
+        def step(to, t2, i2, j2, emit, st):
+            g, ev = go(to)
+            total = score + g + emit
+            if total > -np.inf:
+                walk(t2, i2, j2, to, total, steps + [st], skipped, trans + [(t, s, to)], runs + ev)
 
         for k in range(1, K + 1):
             if i + k <= m and not lat.persona_blank[i : i + k].any() and lat.emit_persona[t, i, k - 1] > -np.inf:
-                walk(t + 1, i + k, j, dp.PERSONA, score + go(dp.PERSONA) + lat.emit_persona[t, i, k - 1],
-                     steps + [(t, dp.PERSONA, i, k)], skipped, trans + [(t, s, dp.PERSONA)])
+                step(dp.PERSONA, t + 1, i + k, j, lat.emit_persona[t, i, k - 1], (t, dp.PERSONA, i, k))
             if j + k <= n and lat.emit_user[t, j, k - 1] > -np.inf:
-                walk(t + 1, i, j + k, dp.USER, score + go(dp.USER) + lat.emit_user[t, j, k - 1],
-                     steps + [(t, dp.USER, j, k)], skipped, trans + [(t, s, dp.USER)])
+                step(dp.USER, t + 1, i, j + k, lat.emit_user[t, j, k - 1], (t, dp.USER, j, k))
         if i < m and lat.persona_blank[i] and lat.log_keep > -np.inf:
-            walk(t + 1, i + 1, j, dp.PAUSE, score + go(dp.PAUSE) + lat.log_keep + lat.emit_pause[t],
-                 steps + [(t, dp.PAUSE, i, 1)], skipped, trans + [(t, s, dp.PAUSE)])
+            step(dp.PAUSE, t + 1, i + 1, j, lat.log_keep + lat.emit_pause[t], (t, dp.PAUSE, i, 1))
         if lat.log_phantom > -np.inf:
-            walk(t + 1, i, j, dp.PAUSE, score + go(dp.PAUSE) + lat.log_phantom + lat.emit_pause[t],
-                 steps + [(t, dp.PHANTOM, -1, 0)], skipped, trans + [(t, s, dp.PAUSE)])
+            step(dp.PAUSE, t + 1, i, j, lat.log_phantom + lat.emit_pause[t], (t, dp.PHANTOM, -1, 0))
 
-    walk(0, 0, 0, None, 0.0, [], [], [])
+    walk(0, 0, 0, None, 0.0, [], [], [], [])
     return out
+
+
+def _random_run(rng: np.random.Generator, size: int) -> np.ndarray:
+    r = rng.normal(size=(size, 2)) * 1.5
+    r[rng.random((size, 2)) < 0.1] = -np.inf
+    return r
 
 
 def _random_lattice(rng: np.random.Generator) -> dp.Lattice:
     m, n, K = int(rng.integers(0, 5)), int(rng.integers(0, 5)), int(rng.integers(1, 4))
     phantoms = int(rng.integers(0, 3)) if rng.random() < 0.4 else 0
     T = max(0, m + n - int(rng.integers(-phantoms, 4))) if m + n else 0
+    runs = rng.random() < 0.5
     return dp.Lattice(
         emit_persona=rng.normal(size=(T, m, K)) * 2,
         emit_user=rng.normal(size=(T, n, K)) * 2,
@@ -86,20 +107,24 @@ def _random_lattice(rng: np.random.Generator) -> dp.Lattice:
         log_skip=float(np.log(rng.random())) if rng.random() < 0.6 else -np.inf,
         log_phantom=float(np.log(rng.random())) if phantoms else -np.inf,
         max_phantoms=phantoms,
+        persona_run=_random_run(rng, m + 1) if runs and rng.random() < 0.8 else None,
+        user_run=_random_run(rng, n + 1) if runs and rng.random() < 0.8 else None,
     )
 
 
 def test_dp_is_exact_against_brute_force():
     rng = np.random.default_rng(7)
-    checked = 0
+    checked = with_runs = 0
     for _ in range(150):
         lat = _random_lattice(rng)
         paths = _enumerate(lat)
         post, best = dp.forward_backward(lat), dp.viterbi(lat)
+        assert post.persona_run.shape == (lat.m + 1, 2) and post.user_run.shape == (lat.n + 1, 2)
         if not paths:
             assert post.loglik == -np.inf and best.score == -np.inf and best.steps == []
             continue
         checked += 1
+        with_runs += lat.persona_run is not None or lat.user_run is not None
         scores = np.array([p[0] for p in paths])
         Z = logsumexp(scores)
         assert post.loglik == pytest.approx(Z, abs=1e-9)
@@ -111,7 +136,8 @@ def test_dp_is_exact_against_brute_force():
         P, U = np.zeros_like(post.persona), np.zeros_like(post.user)
         Z2, F, TR = np.zeros_like(post.pause), np.zeros_like(post.phantom), np.zeros_like(post.transitions)
         ST = np.zeros(3)
-        for wi, (_, steps, _, trans) in zip(w, paths):
+        PR, UR = np.zeros((lat.m + 1, 2)), np.zeros((lat.n + 1, 2))
+        for wi, (_, steps, _, trans, runs) in zip(w, paths):
             for t, kind, start, k in steps:
                 if kind == dp.PERSONA:
                     P[t, start, k - 1] += wi
@@ -126,10 +152,63 @@ def test_dp_is_exact_against_brute_force():
                     ST[to] += wi
                 else:
                     TR[t, s, to] += wi
+            for speaker, at, col in runs:
+                (PR if speaker == dp.PERSONA else UR)[at, col] += wi
         for mine, theirs in ((post.persona, P), (post.user, U), (post.pause, Z2), (post.phantom, F),
-                             (post.transitions, TR), (post.start, ST)):
+                             (post.transitions, TR), (post.start, ST), (post.persona_run, PR), (post.user_run, UR)):
             np.testing.assert_allclose(mine, theirs, atol=1e-9)
     assert checked >= 80
+    assert with_runs >= 30
+
+
+def test_dp_run_scores_none_are_zeros_and_are_used():
+    rng = np.random.default_rng(11)
+    T, m, n, K = 12, 7, 8, 3
+    kw = dict(
+        emit_persona=rng.normal(size=(T, m, K)), emit_user=rng.normal(size=(T, n, K)), emit_pause=rng.normal(size=T),
+        persona_blank=np.array([False, False, True, False, False, True, False]),
+        log_trans=np.log(rng.dirichlet(np.ones(3), size=(T, 3))), log_start=np.log(np.full(3, 1 / 3)),
+        log_keep=np.log(0.8), log_skip=np.log(0.2), log_phantom=np.log(0.05), max_phantoms=1,
+    )
+    none = dp.Lattice(**kw)
+    assert none.persona_run is None and none.user_run is None
+    zeros = dp.Lattice(**kw, persona_run=np.zeros((m + 1, 2)), user_run=np.zeros((n + 1, 2)))
+    only_p = dp.Lattice(**kw, persona_run=np.zeros((m + 1, 2)))
+    a = dp.forward_backward(none)
+    best = dp.viterbi(none)
+    for lat in (zeros, only_p):
+        b = dp.forward_backward(lat)
+        assert b.loglik == pytest.approx(a.loglik, abs=1e-12)
+        for name in ("persona", "user", "pause", "phantom", "transitions", "start", "persona_run", "user_run"):
+            np.testing.assert_allclose(getattr(b, name), getattr(a, name), rtol=1e-12, atol=1e-14)
+        vb = dp.viterbi(lat)
+        assert vb.score == best.score and vb.steps == best.steps and vb.skipped == best.skipped
+    # the run events are counted without run scores: one per label after the first, persona
+    # stay + leave match the persona rows of the transitions
+    total = a.persona_run.sum() + a.user_run.sum() + a.transitions[1:, dp.PAUSE].sum()
+    assert total == pytest.approx(T - 1, abs=1e-9)
+    assert a.persona_run[:, 0].sum() == pytest.approx(a.transitions[1:, 0, 0].sum(), abs=1e-9)
+    assert a.persona_run[:, 1].sum() == pytest.approx(a.transitions[1:, 0, 1:].sum(), abs=1e-9)
+    assert a.user_run[:, 0].sum() == pytest.approx(a.transitions[1:, 1, 1].sum(), abs=1e-9)
+    # forbidding every persona stay forbids persona -> persona everywhere
+    no_stay = np.zeros((m + 1, 2))
+    no_stay[:, 0] = -np.inf
+    c = dp.forward_backward(dp.Lattice(**kw, persona_run=no_stay))
+    assert np.isfinite(c.loglik) and c.loglik < a.loglik
+    assert np.abs(c.transitions[:, 0, 0]).max() == 0.0 and np.abs(c.persona_run[:, 0]).max() == 0.0
+    steps = dp.viterbi(dp.Lattice(**kw, persona_run=no_stay)).steps
+    assert not any(s1.kind == s2.kind == dp.PERSONA for s1, s2 in zip(steps, steps[1:]))
+
+
+def test_lattice_validates_run_scores():
+    base = (np.zeros((3, 1, 1)), np.zeros((3, 2, 1)), np.zeros(3), np.zeros(1, bool), np.zeros((3, 3)), np.zeros(3))
+    with pytest.raises(ValueError, match=r"persona_run must be \(m\+1, 2\) = \(2, 2\)"):
+        dp.Lattice(*base, persona_run=np.zeros((1, 2)))
+    with pytest.raises(ValueError, match=r"user_run must be \(n\+1, 2\) = \(3, 2\)"):
+        dp.Lattice(*base, user_run=np.zeros((3,)))
+    with pytest.raises(ValueError, match="NaN"):
+        dp.Lattice(*base, user_run=np.full((3, 2), np.nan))
+    dp.Lattice(*base, persona_run=np.full((2, 2), -np.inf), user_run=[[0, 0]] * 3)
 
 
 def test_posteriors_of_each_label_sum_to_one():
@@ -446,3 +525,88 @@ def test_training_config_can_point_at_the_public_file(tmp_path, monkeypatch):
     table, problems = _read(str(path), config, OPELA)
     assert len(table) == 5 and table["align_confidence"].notna().sum() == 4 and problems == []
     assert sorted(table.loc[table["label_position"].notna(), "text"]) == sorted(["오늘 뭐 했어?", "산책 다녀왔어", "그냥 쉬었어", "좋다"])
+
+
+# ----------------------------------------------------------------------------------------------
+# the text models of message lengths and run ends
+
+
+def test_token_stats_see_words_that_follow_each_other_inside_lines():
+    from psyattrs.data.align_scoring import TokenStats, boundary_features
+
+    lines = ["내 주말 루틴이야", "내 주말 계획은 비밀이야", "오늘 뭐 했어?", "주말 어땠어?", "좋아"]
+    stats = TokenStats(lines)
+    inside = stats.features("엄마랑 수달 보는 게 내", "주말 루틴이야")  # '내 주말' occurs inside lines
+    across = stats.features("오늘 뭐 했어?", "좋아")  # '했어?' ends lines, '좋아' starts one
+    assert inside["s:bigram"] == pytest.approx(math.log1p(2)) and across["s:bigram"] == 0.0
+    assert inside["s:ends"] < across["s:ends"]  # '내' never ends a line, '했어?' always does
+    assert stats.features("", "좋아") == {}
+    with_stats = boundary_features(["오늘 뭐 했어?"], ["좋아"], ["p/0"], stats)[0]
+    assert with_stats["s:ends"] == across["s:ends"] and with_stats["l1=?"] == 1.0
+
+
+def test_run_model_learns_where_runs_end_and_scores_as_likelihood_ratios():
+    from psyattrs.data.align_scoring import RunModel, boundary_features
+
+    rng = np.random.default_rng(0)
+    asks = ["뭐 좋아해?", "어디 가?", "주말에 뭐 했어?", "너는 어때?"]
+    says = ["나는 커피 좋아해", "어제 바다 갔어", "오늘 좀 바빴어", "나도 그래"]
+    left = [str(rng.choice(asks if k % 2 else says)) for k in range(400)]
+    right = [str(rng.choice(says)) for _ in range(400)]
+    ends = np.array([k % 2 == 1 for k in range(400)], dtype=float)  # a question ends the run
+    model = RunModel(left, right, boundary_features(left, right, ["p/0"] * 400), fold=(np.arange(400) // 2) % 2)
+    assert not model.fitted and np.all(model.log_scores() == 0)
+    model.fit(leave=0.9 * ends + 0.05, stay=0.9 * (1 - ends) + 0.05)
+    assert model.fitted and model.base == pytest.approx(0.5, abs=0.01)
+    scores = model.log_scores()
+    question = ends == 1
+    assert (scores[question, 1] > 0.5).all() and (scores[question, 0] < -0.5).all()  # leave favoured after '?'
+    assert (scores[~question, 1] < -0.5).all() and (scores[~question, 0] > 0.5).all()
+    before = model.p.copy()
+    model.fit(leave=np.zeros(400), stay=np.zeros(400))  # no evidence: nothing changes
+    np.testing.assert_array_equal(model.p, before)
+
+
+def test_run_model_can_be_switched_off_and_is_validated(synthetic):
+    corpus, truth, _ = synthetic
+    with pytest.raises(ValueError, match="'run_model' must be true or false"):
+        AlignSettings(run_model="yes")
+    off = align_public(corpus, iterations=2, run_model=False, model_settings={"words": "none", "min_df": 1})
+    assert off.settings.run_model is False
+    assert score_reading(off.utterances, truth.order, corpus)["labels_exact"] > 0.5
+
+
+# ----------------------------------------------------------------------------------------------
+# aligning with an already trained model
+
+
+def test_a_trained_model_can_score_the_units(synthetic, tiny_model, tmp_path, capsys):
+    corpus, truth, _ = synthetic
+    result = align_public(corpus, iterations=2, label_model=tiny_model.folder, keep_history=True)
+    naive = score_reading(pause_anchored_reading(corpus), truth.order, corpus)
+    rounds = [score_reading(s, truth.order, corpus) for s in result.snapshots]
+    assert rounds[-1]["labels_exact"] > naive["labels_exact"] + 0.1
+    assert rounds[-1]["labels_exact"] > rounds[0]["labels_exact"]
+    by_uri = align_public(corpus, iterations=1, label_model=tiny_model.registered, tracking_uri=tiny_model.tracking_uri)
+    assert len(by_uri.utterances) == len(result.utterances)
+
+    out = tmp_path / "aligned.csv"
+    src = Path(corpus.source)
+    code = main(["data", "align", str(src), "--out", str(out), "--iterations", "1", "--quiet",
+                 "--label-model", str(tiny_model.folder)])
+    assert code == 0 and len(pd.read_csv(out)) == len(by_uri.utterances)
+    assert main(["data", "align", str(src), "--out", str(out), "--label-model", str(tmp_path / "nowhere")]) == 2
+    assert "nowhere" in capsys.readouterr().err
+
+
+def test_a_label_model_for_other_heads_is_refused(synthetic):
+    from psyattrs.models import build_model
+    from psyattrs.schema import Head, Schema
+
+    corpus, _, _ = synthetic
+    other = Schema("two", (Head("strange", {0: "strange", 1: "not"}), Head("mood", {0: "bad", 1: "ok", 2: "good"})))
+    table = pd.DataFrame({"doc_id": ["d", "d"], "text": ["a", "b"], "person_type": ["user", "persona"]})
+    model = build_model("majority", other)
+    model.fit(table, {"strange": np.eye(2)[[0, 1]], "mood": np.eye(3)[[0, 2]]})
+    with pytest.raises(ValueError, match=r"does not predict \['uneasy \(2 classes\)'"):
+        align_public(corpus, iterations=1, label_model=model)

@@ -20,6 +20,7 @@ import difflib
 import math
 from pathlib import Path
 
+from psyattrs.cli._options import add_tracking_uri
 from psyattrs.errors import InputFileError
 
 LOW_CONFIDENCE = 0.5
@@ -38,10 +39,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--iterations", type=int, default=None, help="classifier rounds at most (default 10)")
     parser.add_argument("--report", default=None, metavar="R.jsonl", help="write the per-conversation report here")
     parser.add_argument("--model-kind", default=None, help="sentence classifier: tfidf (default), majority, lightgbm")
+    parser.add_argument(
+        "--label-model", default=None, metavar="MODEL",
+        help="score sentences with this trained model (models:/ or runs:/ URI, or a model folder) "
+        "instead of a classifier trained on the rounds' own alignments",
+    )
     parser.add_argument("--max-lines", type=int, default=None, help="most lines one message may span (default 8)")
     parser.add_argument("--seed", type=int, default=None, help="seed of the folds and solvers (default 0)")
     parser.add_argument("--schema", default=None, help="label schema: 'opela' (default) or a YAML file")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_tracking_uri(parser)
     parser.set_defaults(func=align_handler)
 
     show = subparsers.add_parser(
@@ -74,7 +81,8 @@ def align_handler(args: argparse.Namespace) -> int:
                           ("max_lines", args.max_lines), ("seed", args.seed)) if v is not None
     }
     corpus = load_corpus(args.path, format="public", schema=args.schema)
-    result = align_public(corpus, progress=not args.quiet, **overrides)
+    result = align_public(corpus, progress=not args.quiet, label_model=args.label_model,
+                          tracking_uri=args.tracking_uri, **overrides)
     write_aligned(result, args.out)
     report = result.report
     aligned = report[report["status"] == "aligned"]

@@ -25,16 +25,20 @@ plus the log-priors of the speaker transitions and of the message lengths:
   reaction follows the partner's disclosure: `align_scoring.SwitchModel`) and scaled per
   conversation so that the expected number of speaker runs is `runs_per_turn` x `total_turn`;
   pauses are a third state whose place (after which speaker, before which) is learnt;
+- where a speaker's run ends: `align_scoring.RunModel`, learnt from the text of the two lines
+  around each possible end (a question closes a message, an answer or a reaction opens one),
+  as a likelihood ratio on top of the label-based change probability;
 - message lengths: where a line continues into the next (`align_scoring.BoundaryModel`, learnt
-  from the characters around the break), scaled per conversation and treatment to the number of
-  lines that treatment must merge.
+  from the characters around the break and from where the words around it sit in the corpus's
+  lines), scaled per conversation and treatment to the number of lines that treatment must merge.
 
 The loop starts from the priors alone (every unit gets the corpus's label marginals), aligns,
 trains the classifier on the aligned units (soft targets: each unit's posterior label
 distribution; cross-fitted over conversations so that no conversation's reading scores itself),
 re-estimates the priors from expected counts, and realigns, until the most probable units stop
 changing (`min_change`) or `iterations` rounds are done; the best reading (Viterbi) of the last
-round is the output. Forward-backward gives each sentence's `align_confidence`: the posterior
+round is the output. With `label_model`, an already trained model scores the units instead, and
+only the priors are re-estimated. Forward-backward gives each sentence's `align_confidence`: the posterior
 probability that exactly these lines hold exactly this label, times the posterior of the pause
 treatment.
 
@@ -55,7 +59,7 @@ import pandas as pd
 
 from psyattrs.data.align_output import ALIGN_COLUMNS, REPORT_COLUMNS, report_table, unfit_reason, utterance_table
 from psyattrs.data.align_rounds import COUNTED, NOT_COUNTED, TFIDF_FEATURES, Aligner, Fit, read_conversations
-from psyattrs.data.align_scoring import PriorScorer
+from psyattrs.data.align_scoring import FixedScorer, PriorScorer
 from psyattrs.data.table import Corpus, Problem, final_column
 from psyattrs.schema import Schema
 
@@ -81,13 +85,19 @@ class AlignSettings:
             the others, `build_model` settings.
         max_lines: the most lines one label's message may span (>= 1).
         folds: cross-fitting folds over conversations (>= 1; 1 = no cross-fitting).
-        emission_weight: weight of the classifier's log-probabilities against the priors (> 0).
+        emission_weight: weight of the label log-probabilities (the classifier's and the pause label
+            model's) against the priors (> 0).
+            Above 1 because two priors (label-based speaker changes and text-based run ends)
+            speak about the same speaker changes; 1.4 placed more sentences correctly than 1.0
+            on a synthetic corpus (benchmarks/align_benchmark.py measures it on others).
         runs_per_turn: persona/user runs per `total_turn` (a turn being one message of each
             speaker: 2). With `match_turns`, each conversation's expected number of runs in the
             posterior is pulled to runs_per_turn x total_turn (posterior regularisation: a
             per-conversation shift of the change probabilities, updated every round).
         match_turns: see `runs_per_turn`; False uses `total_turn` only for the prior's rate.
         min_change: stop once at most this share of the labels changed unit in a round.
+        run_model: score where each speaker's runs end from the text around the break
+            (`align_scoring.RunModel`, learnt from the rounds' posteriors).
         seed: folds and solvers.
     """
 
@@ -96,10 +106,11 @@ class AlignSettings:
     model_settings: dict = field(default_factory=dict)
     max_lines: int = 8
     folds: int = 2
-    emission_weight: float = 1.0
+    emission_weight: float = 1.4
     runs_per_turn: float = 2.0
     match_turns: bool = True
     min_change: float = 0.002
+    run_model: bool = True
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -120,8 +131,9 @@ class AlignSettings:
             w = getattr(self, name)
             if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 < w < float("inf"):
                 raise ValueError(f"align setting {name!r} must be a number > 0, got {w!r}")
-        if not isinstance(self.match_turns, (bool, np.bool_)):
-            raise ValueError(f"align setting 'match_turns' must be true or false, got {self.match_turns!r}")
+        for name in ("match_turns", "run_model"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"align setting {name!r} must be true or false, got {getattr(self, name)!r}")
         if isinstance(self.min_change, bool) or not isinstance(self.min_change, (int, float)) or not 0 <= self.min_change < 1:
             raise ValueError(f"align setting 'min_change' must be in [0, 1), got {self.min_change!r}")
 
@@ -190,6 +202,8 @@ def align_public(
     settings: AlignSettings | None = None,
     progress: bool = False,
     keep_history: bool = False,
+    label_model: Any = None,
+    tracking_uri: str | None = None,
     **overrides: Any,
 ) -> AlignResult:
     """Reconstructs the chronological sentence order of a public-release corpus (module docstring).
@@ -200,6 +214,11 @@ def align_public(
             `model_kind="majority"`) replace its fields.
         progress: show a progress bar per round.
         keep_history: keep the utterance table of every round in `AlignResult.snapshots`.
+        label_model: an already trained model to score the units with instead of a classifier
+            trained on the rounds' own alignments (`model_kind` is then unused): a models:/ or
+            runs:/ URI, a saved model folder or a loaded model, predicting the corpus's heads. Its
+            predictions stay fixed; the priors are still re-estimated every round.
+        tracking_uri: the MLflow store for a `label_model` URI (None: the project's store).
 
     Returns:
         `AlignResult`: the utterance table, the per-conversation report, the problems (the
@@ -216,6 +235,7 @@ def align_public(
         raise ValueError(f"unknown align setting(s) {unknown}; allowed: {sorted(AlignSettings.__dataclass_fields__)}")
     s = AlignSettings(**{**base.to_dict(), **overrides})
     schema = corpus.schema
+    fixed_model = _label_model(label_model, schema, tracking_uri) if label_model is not None else None
     convs, unfit = read_conversations(corpus)
     aligner = Aligner(convs, schema, s)
     priors = aligner.priors0
@@ -241,13 +261,15 @@ def align_public(
             aligner.update_tilts(fits, priors)
             rows, targets, counts = aligner.m_step(fits)
             if scorer is None:
-                scorer = aligner.make_scorer()
+                scorer = aligner.make_scorer() if fixed_model is None else FixedScorer(schema, fixed_model, aligner.unit_table())
             scorer.fit(rows, targets)
             logp = scorer.log_proba()
             priors = priors.update(schema, counts["pause"], counts["trans"], counts["start"], counts["switches"],
                                    counts["turns"], aligner.priors0)
             aligner.boundary.fit(counts["continuations"])
             aligner.switch.fit(counts["change"], counts["change_weight"])
+            if aligner.run is not None:
+                aligner.run.fit(counts["run_leave"], counts["run_stay"])
         history.append(_round_summary(it, changed, fits, convs, align_seconds, time.perf_counter() - started))
         if done:
             break
@@ -258,6 +280,18 @@ def align_public(
     ] + [Problem(c.doc_id, "no reading of the lines scores above zero probability", "labels")
          for c, f in zip(convs, fits) if f is None]
     return AlignResult(utterances, report, problems, pd.DataFrame(history), s, schema, snapshots, corpus.source)
+
+
+def _label_model(model: Any, schema: Schema, tracking_uri: str | None):
+    """The fitted model behind `label_model`, checked to predict the corpus's heads."""
+    from psyattrs.serving.predict import load_for_prediction
+
+    inner, model_schema, source = load_for_prediction(model, tracking_uri=tracking_uri)
+    theirs = {h.name: h.n_classes for h in model_schema}
+    missing = [f"{h.name} ({h.n_classes} classes)" for h in schema if theirs.get(h.name) != h.n_classes]
+    if missing:
+        raise ValueError(f"label model {source} does not predict {missing} of the corpus; it predicts {theirs}")
+    return inner
 
 
 def _progress(it, on: bool, round_no: int):
@@ -331,7 +365,7 @@ def write_report(result: AlignResult, path: "str | Path") -> Path:
     return p
 
 
-ALIGN_VERSION = 1
+ALIGN_VERSION = 2
 """Bumped when the aligner's output changes, so cached alignments are redone."""
 
 

@@ -18,6 +18,15 @@ first unit takes `log_start[to]`), and `log_keep` / `log_skip` / `log_phantom` f
 and phantom pauses. A pause does not end a persona or user run for the transition model: it is a
 state of its own, so the model learns what precedes and follows pauses.
 
+A speaker's run may also be scored by where in that speaker's list it ends or goes on
+(`Lattice.persona_run`, `Lattice.user_run`: the text around item i says whether a message ended
+there). At the step into label t >= 1 from a persona state with i persona items used (counted
+after the blank items skipped before that step), persona -> persona adds `persona_run[i, 0]`
+("stay") and persona -> user or pause adds `persona_run[i, 1]` ("leave"); from a user state with
+j user items used, `user_run[j, 0]` and `user_run[j, 1]` likewise. Steps from a pause and the first
+label add nothing. The run scores are folded into the transition of each (i, x) state, so the cost
+stays that of the 3 x 3 transition per state.
+
 `forward_backward` computes the log of the sum of exp(score) over all paths (the marginal
 likelihood) and the posterior probability of every (label, unit) pair; `viterbi` the best path.
 Both are exact over the lattice: no pruning, no band. The state after t labels is (i, x, s):
@@ -60,6 +69,12 @@ class Lattice:
         log_skip: log-score of skipping a blank item (-inf: blanks must be pauses).
         log_phantom: log-score of one phantom pause (-inf: none allowed).
         max_phantoms: phantom pauses the lattice makes room for (0 when `log_phantom` is -inf).
+        persona_run: (m+1, 2) log-scores of a persona run at i persona items used (after the
+            skipped blanks), added at the step into label t >= 1 from a persona state: column 0
+            ("stay") on persona -> persona, column 1 ("leave") on persona -> user or pause.
+            None: all zeros. Entries may be -inf, not NaN nor +inf.
+        user_run: (n+1, 2) the same for a user run at j user items used: column 0 on
+            user -> user, column 1 on user -> persona or pause. None: all zeros.
     """
 
     emit_persona: np.ndarray
@@ -72,6 +87,8 @@ class Lattice:
     log_skip: float = _NEG
     log_phantom: float = _NEG
     max_phantoms: int = 0
+    persona_run: np.ndarray | None = None
+    user_run: np.ndarray | None = None
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -107,6 +124,17 @@ class Lattice:
         n = self.emit_user.shape[1]
         ok_u = (np.arange(n)[:, None] + np.arange(1, K + 1)[None, :]) <= n
         self.emit_user = np.where(ok_u[None], self.emit_user, _NEG)
+        for name, size in (("persona_run", m + 1), ("user_run", n + 1)):
+            arr = getattr(self, name)
+            if arr is None:
+                continue
+            arr = np.asarray(arr, dtype=float)
+            letter = "m" if name == "persona_run" else "n"
+            if arr.shape != (size, 2):
+                raise ValueError(f"{name} must be ({letter}+1, 2) = ({size}, 2), got {arr.shape}")
+            if np.isnan(arr).any() or (arr == np.inf).any():
+                raise ValueError(f"{name} must hold finite log-scores or -inf (no NaN nor +inf)")
+            setattr(self, name, arr)
 
     @property
     def T(self) -> int:
@@ -156,6 +184,10 @@ class Posteriors:
         phantom: (T,) P(label t is a phantom pause).
         transitions: (T, 3, 3) expected transitions last state -> state of label t (row 0 zero).
         start: (3,) P(state of the first unit).
+        persona_run: (m+1, 2) expected number of persona "stay" (column 0: persona -> persona)
+            and "leave" (column 1: persona -> user or pause) steps taken at i persona items used,
+            summed over the labels t >= 1; computed whether or not the lattice has run scores.
+        user_run: (n+1, 2) the same for user runs at j user items used.
     """
 
     loglik: float
@@ -165,6 +197,8 @@ class Posteriors:
     phantom: np.ndarray
     transitions: np.ndarray = field(default_factory=lambda: np.zeros((0, N_STATES, N_STATES)))
     start: np.ndarray = field(default_factory=lambda: np.zeros(N_STATES))
+    persona_run: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
+    user_run: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
 
 
 @dataclass(frozen=True)
@@ -219,7 +253,19 @@ class _Kernel:
                                                           lat.log_phantom if self.use_phantom else _NEG))
         self.scale = np.where(np.isfinite(scale), scale, 0.0)
         self.trans = np.exp(lat.log_trans)
+        diag = np.arange(N_STATES)
+        self.trans_diag = self.trans[:, diag, diag]  # (T, 3): s -> s
+        self.trans_off = self.trans.copy()  # (T, 3, 3): s -> s' != s
+        self.trans_off[:, diag, diag] = 0.0
         self.start = np.exp(lat.log_start)
+        # run scores: persona by i (m+1, 2), user by padded j (n+2, 2; row 0 is j < 0, unreachable)
+        self.has_run = lat.persona_run is not None or lat.user_run is not None
+        if self.has_run:
+            self.log_run_p = lat.persona_run if lat.persona_run is not None else np.zeros((m + 1, 2))
+            self.log_run_u = np.zeros((n + 2, 2))
+            if lat.user_run is not None:
+                self.log_run_u[1:] = lat.user_run
+            self.run_p, self.run_u = np.exp(self.log_run_p), np.exp(self.log_run_u)
         self.skip_w = np.exp(lat.log_skip) if self.use_skip else 0.0
         self._w: tuple | None = None
 
@@ -237,6 +283,56 @@ class _Kernel:
     def user(self, table: np.ndarray, t: int) -> np.ndarray:
         """User emissions of label t on the (i, x) grid, (m+1, D, K), from a padded (T, n+2, K) table."""
         return table[t][self.j_index[t]]
+
+    # -- run scores (stay / leave a speaker's run) on the (i, x) grid ------------------------
+
+    def _run_grid(self, col: int, log: bool, scale: np.ndarray | None = None) -> np.ndarray:
+        """Column `col` (0 stay, 1 leave) of the run scores of the state before each label, by
+        that state's last state: (T, m+1, D, 3); the pause entry neutral (0 in log, 1 otherwise).
+        `scale` (T, 3) multiplies each label's factors by last state."""
+        p, u = (self.log_run_p, self.log_run_u) if log else (self.run_p, self.run_u)
+        g = np.empty(self.j_index.shape + (N_STATES,))
+        if scale is None:
+            g[..., PERSONA] = p[:, col, None]
+            g[..., USER] = u[self.j_index, col]
+            g[..., PAUSE] = 0.0 if log else 1.0
+        else:
+            g[..., PERSONA] = p[None, :, col, None] * scale[:, None, None, PERSONA]
+            g[..., USER] = u[self.j_index, col] * scale[:, None, None, USER]
+            g[..., PAUSE] = scale[:, None, None, PAUSE]
+        return g
+
+    def run_grids(self, log: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
+        """The stay and leave factors at the state before every label, (T, m+1, D, 3) each, or
+        None when the lattice has no run scores. Probabilities (exp of the scores; the stay factor
+        times P(s -> s), the only transition it goes with) or, when `log`, the scores themselves.
+        Built once per pass (not cached: twice the size of a forward layer stack)."""
+        if not self.has_run:
+            return None
+        if log:
+            return self._run_grid(0, True), self._run_grid(1, True)
+        return self._run_grid(0, False, self.trans_diag), self._run_grid(1, False)
+
+    def run_column(self, run: tuple[np.ndarray, np.ndarray], t: int, i: int, xi: int, to: int) -> np.ndarray:
+        """The run score of each last state s at state (i, xi) before label t for the step s -> to."""
+        stay, leave = run[0][t, i, xi], run[1][t, i, xi]
+        return np.where(np.arange(N_STATES) == to, stay, leave)
+
+    def mix(self, a: np.ndarray, t: int, run: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+        """M[i, x, s'] = sum_s a[i, x, s] P(s' | s) * run factor, for the step into label t >= 1."""
+        if run is None:
+            return a @ self.trans[t]
+        stay_d, leave = run[0][t], run[1][t]
+        off = (a * leave).reshape(-1, N_STATES) @ self.trans_off[t]
+        return off.reshape(a.shape) + a * stay_d
+
+    def mix_t(self, g: np.ndarray, t: int, run: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+        """The transpose of `mix`: B[i, x, s] = sum_s' P(s' | s) * run factor * g[i, x, s']."""
+        if run is None:
+            return g @ self.trans[t].T
+        stay_d, leave = run[0][t], run[1][t]
+        off = np.ascontiguousarray(g).reshape(-1, N_STATES) @ self.trans_off[t].T
+        return leave * off.reshape(g.shape) + stay_d * g
 
     # -- skip closure (blank items skipped inside one label layer) ---------------------------
 
@@ -303,15 +399,17 @@ def _initial(ker: _Kernel) -> np.ndarray:
     return ker.skip(a0)
 
 
-def _to_states(ker: _Kernel, a: np.ndarray, t: int, a0: np.ndarray) -> np.ndarray:
-    """M[i, x, s'] = sum_s A[i, x, s] P(s' | s); the first label uses the start distribution."""
+def _to_states(ker: _Kernel, a: np.ndarray, t: int, a0: np.ndarray, run) -> np.ndarray:
+    """M[i, x, s'] = sum_s A[i, x, s] P(s' | s) (times the run factors); the first label uses the
+    start distribution."""
     if t == 0:
         return a0[:, :, None] * ker.start[None, None, :]
-    return a @ ker.trans[t]
+    return ker.mix(a, t, run)
 
 
-def _forward(lat: Lattice, ker: _Kernel, keep: bool) -> tuple[float, np.ndarray | None, np.ndarray]:
-    """Scaled forward pass: (loglik, the post-skip layers (T+1, m+1, D, 3) when `keep`, a0)."""
+def _forward(lat: Lattice, ker: _Kernel, keep: bool, run=None) -> tuple[float, np.ndarray | None, np.ndarray]:
+    """Scaled forward pass: (loglik, the post-skip layers (T+1, m+1, D, 3) when `keep`, a0).
+    `run`: the kernel's `run_grids()` when the caller has them already."""
     T, m = lat.T, lat.m
     K, D = ker.K, ker.D
     a0 = _initial(ker)
@@ -321,8 +419,10 @@ def _forward(lat: Lattice, ker: _Kernel, keep: bool) -> tuple[float, np.ndarray 
     blank = lat.persona_blank.astype(float)
     WP, WU, KEEP, PHANTOM_W = ker.weights()
     shifts = _Shifts(m, D, K, 0.0)
+    if run is None:
+        run = ker.run_grids()
     for t in range(T):
-        M = _to_states(ker, a, t, a0)
+        M = _to_states(ker, a, t, a0, run)
         wp, wu, keep_w, phantom, c = WP[t], ker.user(WU, t), KEEP[t], PHANTOM_W[t], ker.scale[t]
         new = np.zeros((m + 1, D, N_STATES))
         to_p, to_u = shifts.sources(M[:, :, PERSONA, None] * wp[:, None, :], M[:, :, USER, None] * wu)
@@ -352,9 +452,9 @@ def _kernel(lat: Lattice) -> _Kernel:
     return lat._cache["kernel"]
 
 
-def _forward_cached(lat: Lattice) -> tuple[float, np.ndarray | None, np.ndarray]:
+def _forward_cached(lat: Lattice, run=None) -> tuple[float, np.ndarray | None, np.ndarray]:
     if "forward" not in lat._cache:
-        lat._cache["forward"] = _forward(lat, _kernel(lat), keep=True)
+        lat._cache["forward"] = _forward(lat, _kernel(lat), keep=True, run=run)
     return lat._cache["forward"]
 
 
@@ -385,6 +485,8 @@ def forward_backward(lat: Lattice) -> Posteriors:
         pause=np.zeros((T, m)),
         phantom=np.zeros(T),
         transitions=np.zeros((T, N_STATES, N_STATES)),
+        persona_run=np.zeros((m + 1, 2)),
+        user_run=np.zeros((n + 1, 2)),
     )
     if not lat.feasible:
         return post
@@ -393,7 +495,8 @@ def forward_backward(lat: Lattice) -> Posteriors:
         return post
     ker = _kernel(lat)
     K, D = ker.K, ker.D
-    loglik, A, a0 = _forward_cached(lat)
+    run = ker.run_grids()  # None without run scores; shared by the three passes
+    loglik, A, a0 = _forward_cached(lat, run)
     if loglik == _NEG:
         return post
     post.loglik = loglik
@@ -423,12 +526,17 @@ def forward_backward(lat: Lattice) -> Posteriors:
             G /= top
             BN /= top
         BNs[t] = BN
-        B = G @ ker.trans[t].T if t > 0 else G
+        B = ker.mix_t(G, t, run) if t > 0 else G
 
     # posteriors, every label at once: P(step at t) = M_t[src] * weight * BN_{t+1}[dst] / Z_t
     Ms = np.empty((T, m + 1, D, N_STATES))
     Ms[0] = a0[:, :, None] * ker.start[None, None, :]
-    if T > 1:
+    if T > 1 and run is not None:
+        A_stay, A_leave = A[1:T] * run[0][1:], A[1:T] * run[1][1:]  # A_stay with P(s -> s)
+        off = A_leave.reshape(T - 1, -1, N_STATES) @ ker.trans_off[1:T]
+        Ms[1:] = off.reshape(A_leave.shape) + A_stay
+    elif T > 1:
+        A_stay = A_leave = A[1:T]
         Ms[1:] = A[1:T] @ ker.trans[1:T, None, :, :]
     Z = (Ms * Gs).sum(axis=(1, 2, 3))
     Z = np.where(Z > 0, Z, 1.0)
@@ -448,9 +556,28 @@ def forward_backward(lat: Lattice) -> Posteriors:
         post.phantom[:] = (Ms[:, :, 1:, PAUSE] * BNs[:, :, :-1, PAUSE]).sum(axis=(1, 2)) * PHANTOM_W / Z
     post.start = ker.start * (a0[:, :, None] * Gs[0]).sum(axis=(0, 1)) / Z[0]
     if T > 1:
-        flat_a = A[1:T].reshape(T - 1, -1, N_STATES)
         flat_g = Gs[1:].reshape(T - 1, -1, N_STATES)
-        post.transitions[1:] = (flat_a.transpose(0, 2, 1) @ flat_g) * ker.trans[1:T] / Z[1:, None, None]
+        AG = A_stay * Gs[1:]
+        if run is not None:
+            flat_a = A_leave.reshape(T - 1, -1, N_STATES)
+            tr = (flat_a.transpose(0, 2, 1) @ flat_g) * ker.trans_off[1:T]
+            d = np.arange(N_STATES)
+            tr[:, d, d] = AG.sum(axis=(1, 2))
+            post.transitions[1:] = tr / Z[1:, None, None]
+            stay_w = np.broadcast_to(1 / Z[1:, None], (T - 1, N_STATES))
+        else:
+            flat_a = A[1:T].reshape(T - 1, -1, N_STATES)
+            post.transitions[1:] = (flat_a.transpose(0, 2, 1) @ flat_g) * ker.trans[1:T] / Z[1:, None, None]
+            stay_w = ker.trans_diag[1:T] / Z[1:, None]
+        # stay / leave events by the run position of the state before label t:
+        # P(state s at (i, x) before t, then s -> s) = AG * stay_w, and then s -> another state
+        AH = A_leave * (flat_g @ ker.trans_off[1:T].swapaxes(-1, -2)).reshape(A_leave.shape)
+        leave_w = np.broadcast_to(1 / Z[1:, None], (T - 1, N_STATES))
+        j = ker.j_index[1:T].ravel()
+        for col, e, w in ((0, AG, stay_w), (1, AH, leave_w)):
+            post.persona_run[:, col] = w[:, PERSONA] @ e[..., PERSONA].sum(axis=2)
+            by_j = e[..., USER] * w[:, USER, None, None]
+            post.user_run[:, col] = np.bincount(j, weights=by_j.ravel(), minlength=n + 2)[1:]
     return post
 
 
@@ -481,12 +608,22 @@ def viterbi(lat: Lattice) -> Path:
     layers = np.zeros((T, m + 1, D, N_STATES))  # post-skip log-scores, to find where a state came from
     shifts = _Shifts(m, D, K, _NEG)
     blank_keep = np.where(lat.persona_blank, lat.log_keep, _NEG)
+    run = ker.run_grids(log=True)
+    if run is not None:  # s -> s' != s by the leave score, s -> s by the stay score
+        d = np.arange(N_STATES)
+        trans_off = lat.log_trans.copy()
+        trans_off[:, d, d] = _NEG
+        trans_diag = lat.log_trans[:, d, d]
     v = None
     for t in range(T):
         if t == 0:
             M = v0[:, :, None] + lat.log_start[None, None, :]
         else:
-            M = (v[:, :, :, None] + lat.log_trans[t][None, None, :, :]).max(axis=2)  # (i, x, to)
+            if run is None:
+                M = (v[:, :, :, None] + lat.log_trans[t][None, None, :, :]).max(axis=2)  # (i, x, to)
+            else:
+                M = ((v + run[1][t])[:, :, :, None] + trans_off[t]).max(axis=2)
+                np.maximum(M, (v + run[0][t]) + trans_diag[t], out=M)
             layers[t] = v
         new = np.full((m + 1, D, N_STATES), _NEG)
         bp = np.zeros((m + 1, D, N_STATES), dtype=np.int16)
@@ -540,7 +677,11 @@ def viterbi(lat: Lattice) -> Path:
             xi += 1
             steps.append(Step(t - 1, PHANTOM, -1, 0))
         t -= 1
-        s = int(np.argmax(layers[t, i, xi] + lat.log_trans[t][:, s])) if t > 0 else s
+        if t > 0:
+            if run is None:
+                s = int(np.argmax(layers[t, i, xi] + lat.log_trans[t][:, s]))
+            else:  # the same sums as in the max above
+                s = int(np.argmax((layers[t, i, xi] + ker.run_column(run, t, i, xi, s)) + lat.log_trans[t][:, s]))
     steps.reverse()
     skipped.reverse()
     return Path(score, steps, skipped)

@@ -22,8 +22,10 @@ from psyattrs.data.align_scoring import (
     BoundaryModel,
     ModelScorer,
     Priors,
+    RunModel,
     SwitchModel,
     TfidfScorer,
+    TokenStats,
     boundary_features,
     calibrate,
 )
@@ -142,17 +144,19 @@ class Candidates:
         self.conv_lines: list[tuple[int, int]] = []
         self.cand_range: list[tuple[int, int]] = []
         self.conv_pairs: list[tuple[int, int]] = []
+        self.line_ids: list[tuple[np.ndarray, np.ndarray]] = []  # per conversation: global line id of each line (-1 blank)
         for ci, c in enumerate(convs):
             c.K = max(1, min(max_lines, max(m.x_range(c.T) for m in c.modes)))
             first = len(speaker)
             first_line, first_pair = len(self.line_text), len(self.pair_left)
-            lookups = []
+            lookups, ids = [], []
             for s, (text, blank) in enumerate(((c.p_text, c.p_blank), (c.u_text, c.u_blank))):
                 n = len(text)
                 line_id = np.full(n, -1, dtype=np.int64)
                 nb = np.flatnonzero(~blank)
                 line_id[nb] = len(self.line_text) + np.arange(len(nb))
                 self.line_text.extend(text[i] for i in nb)
+                ids.append(line_id)
                 run = np.zeros(n + 1, dtype=np.int64)
                 for i in range(n - 1, -1, -1):
                     run[i] = 0 if blank[i] else run[i + 1] + 1
@@ -174,6 +178,7 @@ class Candidates:
             c.cand = (first, len(speaker))
             self.cand_range.append(c.cand)
             c.lookup = (lookups[0], lookups[1])
+            self.line_ids.append((ids[0], ids[1]))
             self.conv_lines.append((first_line, len(self.line_text)))
             self.conv_pairs.append((first_pair, len(self.pair_left)))
         self.conv = np.asarray(conv_ids, dtype=np.int64)
@@ -183,9 +188,28 @@ class Candidates:
         self.text = texts
         self.first_line = np.asarray([r[0] for r in line_rows], dtype=np.int64)
         self.pair_left_arr = np.asarray(self.pair_left, dtype=np.int64)
-        left = [self.line_text[i] for i in self.pair_left]
-        right = [self.line_text[i + 1] for i in self.pair_left]
-        self.pair_features = boundary_features(left, right, pair_group)
+        self.pair_left_text = [self.line_text[i] for i in self.pair_left]
+        self.pair_right_text = [self.line_text[i + 1] for i in self.pair_left]
+        self.pair_features = boundary_features(self.pair_left_text, self.pair_right_text, pair_group, TokenStats(self.line_text))
+        self.pair_of_left = np.full(len(self.line_text), -1, dtype=np.int64)
+        self.pair_of_left[self.pair_left_arr] = np.arange(len(self.pair_left_arr))
+        self.pair_conv = np.zeros(len(self.pair_left_arr), dtype=np.int64)
+        for ci, (q0, q1) in enumerate(self.conv_pairs):
+            self.pair_conv[q0:q1] = ci
+
+    def run_pairs(self, ci: int, items: np.ndarray, speaker: int) -> np.ndarray:
+        """(len(items) + 1,) the line pair at each run-score index of a lattice (-1: none).
+
+        Index i of a lattice's run scores sits between the speaker's items i - 1 and i: it has a
+        pair when those are consecutive non-blank lines of the text."""
+        out = np.full(len(items) + 1, -1, dtype=np.int64)
+        if len(items) < 2:
+            return out
+        ids = self.line_ids[ci][speaker]
+        left, right = items[:-1], items[1:]
+        ok = (right - left == 1) & (ids[left] >= 0) & (ids[right] >= 0)
+        out[1:-1][ok] = self.pair_of_left[ids[left[ok]]]
+        return out
 
     def __len__(self) -> int:
         return len(self.speaker)
@@ -300,6 +324,18 @@ class Aligner:
         self.boundary = BoundaryModel(self.cands.pair_features, extra / max(1, len(self.cands.pair_left)))
         self.switch = SwitchModel(schema, [c.labels for c in convs])
         self.tilt = np.zeros(len(convs))  # per-conversation logit shift of the change probabilities
+        rng = np.random.default_rng(settings.seed)
+        self.conv_fold = rng.permutation(len(convs)) % settings.folds if convs else np.zeros(0, int)
+        self.run = (
+            RunModel(self.cands.pair_left_text, self.cands.pair_right_text, self.cands.pair_features,
+                     self.conv_fold[self.cands.pair_conv])
+            if settings.run_model else None
+        )
+        self.pairs = [  # per conversation and treatment: the line pair at each run-score index
+            (self.cands.run_pairs(ci, m.p_items, 0), self.cands.run_pairs(ci, m.u_items, 1))
+            for ci, c in enumerate(convs)
+            for m in c.modes
+        ]
         self.ids = [
             (item_ids(c.lookup[0], m.p_items, c.K), item_ids(c.lookup[1], m.u_items, c.K)) for c in convs for m in c.modes
         ]
@@ -314,9 +350,7 @@ class Aligner:
 
     def make_scorer(self):
         s = self.settings
-        rng = np.random.default_rng(s.seed)
-        conv_fold = rng.permutation(len(self.convs)) % s.folds if self.convs else np.zeros(0, int)
-        fold = conv_fold[self.cands.conv]
+        fold = self.conv_fold[self.cands.conv]
         if s.model_kind == "tfidf":
             from psyattrs.data.align_scoring import unit_matrix
             from psyattrs.features.text import TextFeaturizer
@@ -331,6 +365,10 @@ class Aligner:
             X = unit_matrix(featurizer.transform(lines), self.cands.unit_lines(), self.cands.speaker == 1)
             solver = {k: v for k, v in s.model_settings.items() if k in ("C", "max_iter")}
             return TfidfScorer(self.schema, X, fold, seed=s.seed, **solver)
+        return ModelScorer(self.schema, self.unit_table(), fold, s.model_kind, s.model_settings)
+
+    def unit_table(self) -> pd.DataFrame:
+        """The candidate units as an utterance table (doc_id, text, person_type), one row each."""
         table = pd.DataFrame(
             {
                 "doc_id": [self.convs[i].doc_id for i in self.cands.conv],
@@ -338,7 +376,7 @@ class Aligner:
                 "person_type": np.where(self.cands.speaker == 1, "user", "persona"),
             }
         )
-        return ModelScorer(self.schema, normalize_table(table, self.schema), fold, s.model_kind, s.model_settings)
+        return normalize_table(table, self.schema)
 
     def emissions(self, c: Conversation, logp: dict[str, np.ndarray]) -> np.ndarray:
         """(n_candidates of c, T) weighted log P(label | unit) of each candidate unit at each label."""
@@ -368,10 +406,15 @@ class Aligner:
             q = np.clip(q, 1e-9, 1 - 1e-9)
             q = 1 / (1 + np.exp(-(np.log(q) - np.log1p(-q) + self.tilt[ci])))
         log_trans, log_start = priors.log_transitions(q, pauses)
+        runs = {}
+        if self.run is not None and self.run.fitted:
+            scores = self.run.log_scores()
+            for name, pair in zip(("persona_run", "user_run"), self.pairs[self._mode_index[(ci, mi)]]):
+                runs[name] = np.where((pair >= 0)[:, None], scores[np.maximum(pair, 0)], 0.0)
         return dp.Lattice(
             emit_persona=emit(ids_p),
             emit_user=emit(ids_u),
-            emit_pause=priors.log_pause(c.labels, self.schema) if c.T else np.zeros(0),
+            emit_pause=self.settings.emission_weight * priors.log_pause(c.labels, self.schema) if c.T else np.zeros(0),
             persona_blank=mode.p_blank,
             log_trans=log_trans,
             log_start=log_start,
@@ -379,6 +422,7 @@ class Aligner:
             log_skip=float(np.log(mode.skip)) if mode.skip > 0 else -np.inf,
             log_phantom=float(np.log(priors.phantom)) if mode.max_phantoms else -np.inf,
             max_phantoms=mode.max_phantoms,
+            **runs,
         )
 
     def _lattices(self, ci: int, logp: dict[str, np.ndarray], priors: Priors) -> list[dp.Lattice]:
@@ -456,6 +500,8 @@ class Aligner:
         trans, start = np.zeros((3, 3)), np.zeros(3)
         switches = turns = 0.0
         change, both = np.zeros(len(self.switch.p)), np.zeros(len(self.switch.p))
+        n_pairs = len(self.cands.pair_left_arr)
+        run_stay, run_leave = np.zeros(n_pairs), np.zeros(n_pairs)
         for ci, (c, f) in enumerate(zip(self.convs, fits)):
             if f is None:
                 continue
@@ -470,6 +516,10 @@ class Aligner:
                 mass[cid] += W.sum(axis=0)
                 for h, oh in zip(self.schema.heads, onehot):
                     dist[h.name][cid] += W.T @ oh
+            for pair, counts in zip(self.pairs[self._mode_index[(ci, mi)]], (f.post.persona_run, f.post.user_run)):
+                ok = pair >= 0
+                np.add.at(run_stay, pair[ok], counts[ok, 0])
+                np.add.at(run_leave, pair[ok], counts[ok, 1])
             w = f.post.pause.sum(axis=1) + f.post.phantom
             for h, oh in zip(self.schema.heads, onehot):
                 pause[h.name] += w @ oh
@@ -487,7 +537,8 @@ class Aligner:
         cont = self._continuations(mass)
         rate = np.divide(change, both, out=np.zeros_like(change), where=both > 0)
         return rows, targets, {"pause": pause, "trans": trans, "start": start, "switches": switches,
-                               "turns": turns, "continuations": cont, "change": rate, "change_weight": both}
+                               "turns": turns, "continuations": cont, "change": rate, "change_weight": both,
+                               "run_stay": run_stay, "run_leave": run_leave}
 
     def _continuations(self, mass: np.ndarray) -> np.ndarray:
         """Posterior that each line pair shares a unit (from the units' posterior mass)."""

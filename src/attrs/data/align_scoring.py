@@ -3,11 +3,14 @@
 - `LabelScorer` and its kinds: log P(labels | unit) for every candidate unit. `PriorScorer` gives
   every unit the corpus's label marginals (the "priors only" start); `TfidfScorer` is a
   cross-fitted TF-IDF + logistic regression sentence classifier; `ModelScorer` wraps any
-  `psyattrs.models` kind. Cross-fitting: conversations are dealt into folds and a unit is scored
-  by the classifier trained without its conversation, so a conversation's current reading never
-  scores itself.
+  `psyattrs.models` kind; `FixedScorer` uses an already trained model. Cross-fitting:
+  conversations are dealt into folds and a unit is scored by the classifier trained without its
+  conversation, so a conversation's current reading never scores itself.
 - `BoundaryModel`: P(a line continues into the next line of the same message), a logistic
-  regression on the characters around the line break, learnt from the aligner's own posteriors.
+  regression on the characters around the line break and on where its words sit in the corpus's
+  lines (`TokenStats`), learnt from the aligner's own posteriors.
+- `RunModel`: P(a speaker's run ends between two of its lines), a logistic regression on the
+  text of both lines, learnt from the aligner's posteriors.
 - `Priors`: the pause label model and the speaker-transition model (start, persona/user/pause),
   re-estimated from expected counts after each alignment.
 
@@ -199,6 +202,37 @@ class ModelScorer:
         return self._log
 
 
+class FixedScorer:
+    """Scores every unit with an already trained model (e.g. one trained on the annotated OPELA
+    corpus): its predictions stay the same in every round, only the priors are re-estimated.
+
+    Each unit is scored on its own (as a conversation of one sentence), so a model with context
+    features sees no previous sentence.
+
+    Args:
+        schema: the heads; the model must predict every one of them with the same classes.
+        model: a fitted `psyattrs.models` model (`predict_proba(table)`).
+        table: one row per candidate unit: doc_id, text, person_type (an utterance table).
+    """
+
+    def __init__(self, schema: Schema, model, table: pd.DataFrame):
+        table = table.reset_index(drop=True).copy()
+        table["doc_id"] = table["doc_id"].astype(str) + "#" + table.index.astype(str)
+        proba = model.predict_proba(table)
+        self._log = {}
+        for head in schema:
+            p = np.asarray(proba[head.name], dtype=float)
+            if p.shape != (len(table), head.n_classes):
+                raise ValueError(f"the label model predicts {p.shape[1]} classes for {head.name!r}; the corpus has {head.n_classes}")
+            self._log[head.name] = floored_log(p)
+
+    def fit(self, rows: np.ndarray, targets: dict[str, np.ndarray]) -> None:
+        """Nothing to learn: the model is fixed."""
+
+    def log_proba(self) -> dict[str, np.ndarray]:
+        return self._log
+
+
 # ----------------------------------------------------------------------------------------------
 # message length: where a line continues into the next
 
@@ -206,18 +240,71 @@ class ModelScorer:
 _PUNCT = set(".?!~^;)♡♥")
 
 
-def boundary_features(left: list[str], right: list[str], group: list[str]) -> list[dict[str, float]]:
+class TokenStats:
+    """Where words sit in the corpus's lines: how often a word ends a line, starts a line, and how
+    often two words follow each other inside one line. A line break between two words that often
+    follow each other inside lines, after a word that rarely ends a line, is likely a message
+    broken over lines; the statistics come from the corpus itself, so no labelled pairs are needed.
+
+    Args:
+        lines: every non-blank line of the corpus.
+    """
+
+    def __init__(self, lines: list[str]):
+        from collections import Counter
+
+        self.count: Counter = Counter()
+        self.first: Counter = Counter()
+        self.last: Counter = Counter()
+        self.tail: Counter = Counter()  # last two characters of a word, anywhere
+        self.tail_last: Counter = Counter()  # ... of a line's last word
+        self.bigram: Counter = Counter()
+        for line in lines:
+            words = line.split()
+            if not words:
+                continue
+            self.count.update(words)
+            self.first[words[0]] += 1
+            self.last[words[-1]] += 1
+            self.tail.update(w[-2:] for w in words)
+            self.tail_last[words[-1][-2:]] += 1
+            self.bigram.update(zip(words, words[1:]))
+
+    @staticmethod
+    def _logit(k: int, n: int) -> float:
+        p = (k + 0.5) / (n + 1.0)
+        return float(np.log(p / (1.0 - p)))
+
+    def features(self, a: str, b: str) -> dict[str, float]:
+        """Numeric features of a break after line `a` before line `b` (empty dict for a blank side)."""
+        wa, wb = a.split(), b.split()
+        if not wa or not wb:
+            return {}
+        x, y = wa[-1], wb[0]
+        return {
+            "s:ends": self._logit(self.last[x], self.count[x]),
+            "s:tail_ends": self._logit(self.tail_last[x[-2:]], self.tail[x[-2:]]),
+            "s:starts": self._logit(self.first[y], self.count[y]),
+            "s:bigram": float(np.log1p(self.bigram[(x, y)])),
+        }
+
+
+def boundary_features(
+    left: list[str], right: list[str], group: list[str], stats: "TokenStats | None" = None
+) -> list[dict[str, float]]:
     """Features of the break between a line and the next line of the same speaker.
 
     Args:
         left: the earlier lines.
         right: the lines that follow them.
         group: a grouping key per pair (persona and speaker), so each group can have its own rate.
+        stats: word statistics of the corpus's lines (`TokenStats`), adding how often the words
+            around the break end / start lines and follow each other inside lines.
 
     Returns:
         One feature dict per pair: the last one and two characters before the break, the first
-        one and two after it, whether the earlier line ends in punctuation or laughter, and length
-        buckets of both lines.
+        one and two after it, whether the earlier line ends in punctuation or laughter, length
+        buckets of both lines and, with `stats`, the word statistics.
     """
     feats = []
     for a, b, g in zip(left, right, group):
@@ -235,6 +322,8 @@ def boundary_features(left: list[str], right: list[str], group: list[str]) -> li
             "end_punct": float(last in _PUNCT or last in "ㅋㅎㅠㅜ"),
             "bias": 1.0,
         }
+        if stats is not None:
+            f.update(stats.features(a_s, b_s))
         feats.append(f)
     return feats
 
@@ -271,6 +360,78 @@ class BoundaryModel:
         model = LogisticRegression(C=1.0, max_iter=500)
         model.fit(X[keep], y[keep], sample_weight=w[keep])
         self.p = np.clip(model.predict_proba(self.X)[:, 1], 1e-4, 1 - 1e-4)
+
+
+class RunModel:
+    """P(a speaker's run ends between two of its consecutive lines | the lines are two units).
+
+    Where a message ends shows in its text: a question closes it (the partner answers next), an
+    answer or a reaction opens the next one. For every pair of consecutive non-blank lines of one
+    speaker (the pairs of `BoundaryModel`) a logistic regression on character n-grams of both
+    lines and the break features of `boundary_features` gives the probability that the speaker's
+    run ends there, given that the two lines are not one unit. It is learnt from the aligner's
+    posteriors (expected run ends and continuations at each pair), cross-fitted over
+    conversations like the sentence classifier, and enters the DP as a likelihood ratio against
+    the corpus-wide rate (`log_scores`), so that where the text says nothing the label-based
+    speaker-change model alone decides.
+
+    Args:
+        left: the earlier line of each pair; right: the line after it.
+        features: `boundary_features` of each pair.
+        fold: (n_pairs,) cross-fitting fold of each pair's conversation.
+    """
+
+    def __init__(self, left: list[str], right: list[str], features: list[dict[str, float]], fold: np.ndarray):
+        from sklearn.feature_extraction import DictVectorizer
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        self.fold = np.asarray(fold, dtype=np.int64)
+        self.n_folds = int(self.fold.max()) + 1 if len(self.fold) else 1
+        blocks = [DictVectorizer().fit_transform(features)] if features else []
+        for texts in (left, right):
+            if texts:
+                try:
+                    blocks.append(TfidfVectorizer(analyzer="char_wb", ngram_range=(1, 3), min_df=2, sublinear_tf=True).fit_transform(texts))
+                except ValueError:  # too few lines for min_df: no n-gram block
+                    pass
+        self.X = sp.hstack(blocks, format="csr") if blocks else sp.csr_matrix((len(self.fold), 1))
+        self.p = np.full(len(self.fold), 0.5)
+        self.base = 0.5
+        self.fitted = False
+
+    def fit(self, leave: np.ndarray, stay: np.ndarray) -> None:
+        """Learns from the expected run ends (`leave`) and run continuations (`stay`) at each pair."""
+        from sklearn.linear_model import LogisticRegression
+
+        leave = np.clip(np.asarray(leave, dtype=float), 0.0, None)
+        stay = np.clip(np.asarray(stay, dtype=float), 0.0, None)
+        total = leave + stay
+        if len(total) == 0 or total.sum() < 1.0:
+            return
+        self.base = float(np.clip(leave.sum() / total.sum(), 1e-3, 1 - 1e-3))
+        out = np.full(len(total), self.base)
+        for f in range(self.n_folds):
+            scored = self.fold == f if self.n_folds > 1 else np.ones(len(total), dtype=bool)
+            train = ~scored if self.n_folds > 1 else scored
+            t_leave, t_stay = leave[train], stay[train]
+            if t_leave.sum() < 1.0 or t_stay.sum() < 1.0:
+                continue
+            X = self.X[train]
+            Xs = sp.vstack([X, X], format="csr")
+            y = np.r_[np.ones(X.shape[0]), np.zeros(X.shape[0])]
+            w = np.r_[t_leave, t_stay]
+            keep = w > 1e-4
+            model = LogisticRegression(C=1.0, max_iter=300, tol=1e-3)
+            model.fit(Xs[keep], y[keep], sample_weight=w[keep])
+            out[scored] = model.predict_proba(self.X[scored])[:, 1]
+        self.p = np.clip(out, 1e-3, 1 - 1e-3)
+        self.fitted = True
+
+    def log_scores(self) -> np.ndarray:
+        """(n_pairs, 2) log-likelihood ratios against the corpus rate: stay, leave (zeros before `fit`)."""
+        if not self.fitted:
+            return np.zeros((len(self.p), 2))
+        return np.column_stack([np.log1p(-self.p) - np.log1p(-self.base), np.log(self.p) - np.log(self.base)])
 
 
 def calibrate(p: np.ndarray, total: float) -> np.ndarray:
