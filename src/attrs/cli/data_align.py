@@ -98,9 +98,10 @@ def align_handler(args: argparse.Namespace) -> int:
         )
     h = result.history
     rounds = ", ".join(
-        f"{int(r.iteration)}: {'-' if math.isnan(r.changed) else f'{r.changed:.1%}'}" for r in h.itertuples()
+        f"{int(r.iteration)}: " + ("-" if math.isnan(r.changed) else f"{r.changed:.1%} / {r.moved:.1%}")
+        for r in h.itertuples()
     )
-    print(f"rounds (share of labels that changed unit): {rounds}")
+    print(f"rounds (share of labels that changed unit / posterior mass moved): {rounds}")
     for _, r in report[report["status"] != "aligned"].head(5).iterrows():
         print(f"  set aside: {r['doc_id']}: {r['reason']}")
     if args.report:

@@ -35,12 +35,12 @@ plus the log-priors of the speaker transitions and of the message lengths:
 The loop starts from the priors alone (every unit gets the corpus's label marginals), aligns,
 trains the classifier on the aligned units (soft targets: each unit's posterior label
 distribution; cross-fitted over conversations so that no conversation's reading scores itself),
-re-estimates the priors from expected counts, and realigns, until the most probable units stop
-changing (`min_change`) or `iterations` rounds are done; the best reading (Viterbi) of the last
-round is the output. With `label_model`, an already trained model scores the units instead, and
-only the priors are re-estimated. Forward-backward gives each sentence's `align_confidence`: the posterior
-probability that exactly these lines hold exactly this label, times the posterior of the pause
-treatment.
+re-estimates the priors from expected counts, and realigns, until the most probable units or the
+posteriors stop changing (`min_change`) or `iterations` rounds are done; the best reading
+(Viterbi) of the last round is the output. With `label_model`, an already trained model scores the
+units instead, and only the priors are re-estimated. Forward-backward gives each sentence's
+`align_confidence`: the posterior probability that exactly these lines hold exactly this label,
+times the posterior of the pause treatment.
 
 Modules: `align_dp` (the exact DP), `align_scoring` (classifier, priors), `align_rounds`
 (conversations, candidate units, lattices, re-estimation), `align_output` (tables),
@@ -95,7 +95,8 @@ class AlignSettings:
             posterior is pulled to runs_per_turn x total_turn (posterior regularisation: a
             per-conversation shift of the change probabilities, updated every round).
         match_turns: see `runs_per_turn`; False uses `total_turn` only for the prior's rate.
-        min_change: stop once at most this share of the labels changed unit in a round.
+        min_change: stop once at most this share of the labels changed unit in a round, or the
+            posteriors moved at most this much (`AlignResult.history`'s `moved`).
         run_model: score where each speaker's runs end from the text around the break
             (`align_scoring.RunModel`, learnt from the rounds' posteriors).
         seed: folds and solvers.
@@ -158,7 +159,9 @@ class AlignResult:
         report: one row per conversation of the corpus (see `REPORT_COLUMNS`).
         problems: the conversations set aside: the reader's and those no reading fits.
         history: one row per round: `iteration` (0 = priors only), `changed` (share of labels
-            whose most probable unit changed since the previous round; NaN for round 0),
+            whose most probable unit changed since the previous round; NaN for round 0), `moved`
+            (mean over labels of the total variation between this round's and the previous
+            round's posteriors over units: near-tied readings flipping barely move it),
             `loglik_per_label`, `mean_top_posterior` (mean over labels of the posterior of the
             most probable unit), `pauses_counted` (conversations), `align_seconds` (the DP) and
             `seconds` (the whole round: the DP, then training the classifier and the priors).
@@ -243,6 +246,7 @@ def align_public(
     scorer = None
     history, snapshots = [], []
     previous: list[list[tuple]] | None = None
+    previous_post: list[dict[tuple, float]] | None = None
     fits: list[Fit | None] = []
     for it in range(s.iterations + 1):
         started = time.perf_counter()
@@ -251,7 +255,10 @@ def align_public(
         placements = [f.placement() if f else [] for f in fits]
         changed = _changed(previous, placements)
         previous = placements
-        done = last or (it > 0 and changed <= s.min_change) or not convs
+        posteriors = [f.unit_posteriors() if f else {} for f in fits]
+        moved = _moved(previous_post, posteriors)
+        previous_post = posteriors
+        done = last or (it > 0 and min(changed, moved) <= s.min_change) or not convs
         if done:  # the best readings of the final scores
             fits = [aligner.decode(ci, f, logp, priors) for ci, f in enumerate(fits)]
         align_seconds = time.perf_counter() - started
@@ -270,7 +277,7 @@ def align_public(
             aligner.switch.fit(counts["change"], counts["change_weight"])
             if aligner.run is not None:
                 aligner.run.fit(counts["run_leave"], counts["run_stay"])
-        history.append(_round_summary(it, changed, fits, convs, align_seconds, time.perf_counter() - started))
+        history.append(_round_summary(it, changed, moved, fits, convs, align_seconds, time.perf_counter() - started))
         if done:
             break
     utterances = utterance_table(convs, fits, schema)
@@ -310,8 +317,21 @@ def _changed(previous: list[list[tuple]] | None, current: list[list[tuple]]) -> 
     return diff / total if total else 0.0
 
 
+def _moved(previous: list[dict[tuple, float]] | None, current: list[dict[tuple, float]]) -> float:
+    """Mean over labels of the total variation between two rounds' posteriors over units."""
+    if previous is None:
+        return float("nan")
+    total = moved = 0.0
+    for p, q in zip(previous, current):
+        labels = {key[0] for key in q} | {key[0] for key in p}
+        total += len(labels)
+        moved += 0.5 * sum(abs(q.get(key, 0.0) - p.get(key, 0.0)) for key in p.keys() | q.keys())
+    return moved / total if total else 0.0
+
+
 def _round_summary(
-    it: int, changed: float, fits: list[Fit | None], convs: list[Conversation], align_seconds: float, seconds: float
+    it: int, changed: float, moved: float, fits: list[Fit | None], convs: list[Conversation], align_seconds: float,
+    seconds: float,
 ) -> dict:
     ok = [f for f in fits if f is not None]
     n_labels = sum(c.T for c, f in zip(convs, fits) if f is not None)
@@ -319,6 +339,7 @@ def _round_summary(
     return {
         "iteration": it,
         "changed": changed,
+        "moved": moved,
         "loglik_per_label": sum(f.loglik for f in ok) / n_labels if n_labels else float("nan"),
         "mean_top_posterior": float(conf.mean()) if len(conf) else float("nan"),
         "pauses_counted": sum(f.mode.name == COUNTED and bool(f.mode.p_blank.any() or f.mode.max_phantoms) for f in ok),

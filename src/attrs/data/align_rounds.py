@@ -273,28 +273,39 @@ class Fit:
         flat = np.concatenate([post.persona.reshape(T, -1), post.user.reshape(T, -1), post.pause, post.phantom[:, None]], axis=1)
         return flat.max(axis=1) * self.mode_prob
 
+    def _flat(self) -> np.ndarray:
+        post = self.post
+        T = len(post.phantom)
+        return np.concatenate([post.persona.reshape(T, -1), post.user.reshape(T, -1), post.pause, post.phantom[:, None]], axis=1)
+
+    def _unit(self, code: int) -> tuple:
+        """The unit of a column of `_flat`: (kind, first line, lines) in the speaker's text."""
+        m, K = self.post.persona.shape[1:]
+        n = self.post.user.shape[1]
+        if code < m * K:
+            return (dp.PERSONA, int(self.mode.p_items[code // K]), code % K + 1)
+        if code < (m + n) * K:
+            j, k = divmod(code - m * K, K)
+            return (dp.USER, int(self.mode.u_items[j]), k + 1)
+        if code < (m + n) * K + m:
+            return (dp.PAUSE, int(self.mode.p_items[code - (m + n) * K]), 1)
+        return (dp.PHANTOM, -1, 0)
+
     def placement(self) -> list[tuple]:
         """Per label, the unit of highest posterior: (kind, first line, lines) in the speaker's
         text ((PHANTOM, -1, 0) for a pause without a line)."""
-        post = self.post
-        T = len(post.phantom)
-        if T == 0:
+        if len(self.post.phantom) == 0:
             return []
-        m, K = post.persona.shape[1:]
-        n = post.user.shape[1]
-        flat = np.concatenate([post.persona.reshape(T, -1), post.user.reshape(T, -1), post.pause, post.phantom[:, None]], axis=1)
-        out = []
-        for code in flat.argmax(axis=1).tolist():
-            if code < m * K:
-                out.append((dp.PERSONA, int(self.mode.p_items[code // K]), code % K + 1))
-            elif code < (m + n) * K:
-                j, k = divmod(code - m * K, K)
-                out.append((dp.USER, int(self.mode.u_items[j]), k + 1))
-            elif code < (m + n) * K + m:
-                out.append((dp.PAUSE, int(self.mode.p_items[code - (m + n) * K]), 1))
-            else:
-                out.append((dp.PHANTOM, -1, 0))
-        return out
+        return [self._unit(code) for code in self._flat().argmax(axis=1).tolist()]
+
+    def unit_posteriors(self, floor: float = 1e-3) -> dict[tuple, float]:
+        """{(label, kind, first line, lines): posterior} for the units above `floor`, times the
+        treatment's posterior: comparable between rounds whatever treatment each chose."""
+        if len(self.post.phantom) == 0:
+            return {}
+        flat = self._flat() * self.mode_prob
+        rows, cols = np.nonzero(flat > floor)
+        return {(int(t), *self._unit(int(c))): float(flat[t, c]) for t, c in zip(rows, cols)}
 
 
 def item_ids(lookup: np.ndarray, items: np.ndarray, K: int) -> np.ndarray:
