@@ -84,7 +84,8 @@ def _reference_rows(corpus, truth, dialogues: int, seed: int) -> None:
     for snap, h in zip(result.snapshots, result.history.itertuples()):
         s = score_reading(snap, truth.order, corpus)
         label = "  round 0 (priors only)" if h.iteration == 0 else f"  round {h.iteration}"
-        print(f"{label:<34} {_fmt(s['labels_exact']):>7} {_fmt(s['position_exact']):>9} {_fmt(h.changed):>8} {h.seconds:6.1f}")
+        print(f"{label:<34} {_fmt(s['labels_exact']):>7} {_fmt(s['position_exact']):>9} {_fmt(h.changed):>8} "
+              f"{_fmt(h.moved):>6} {h.seconds:6.1f}")
 
 
 def synthetic_part(dialogues: int, seed: int, iterations: int, reference: int = 0) -> dict[str, float]:
@@ -110,7 +111,7 @@ def synthetic_part(dialogues: int, seed: int, iterations: int, reference: int = 
     result = align_public(corpus, iterations=iterations, keep_history=True)
     seconds = time.perf_counter() - started
     print(f"aligned in {seconds:.1f}s ({len(result.history)} rounds)")
-    print(f"{'reading':<34} {'labels':>7} {'position':>9} {'changed':>8} {'secs':>6}")
+    print(f"{'reading':<34} {'labels':>7} {'position':>9} {'changed':>8} {'moved':>6} {'secs':>6}")
     for name, reading in (("naive: strict alternation", alternating_reading(corpus)),
                           ("naive: pause-anchored spreading", pause_anchored_reading(corpus))):
         s = score_reading(reading, truth.order, corpus)
@@ -118,7 +119,8 @@ def synthetic_part(dialogues: int, seed: int, iterations: int, reference: int = 
     for snap, h in zip(result.snapshots, result.history.itertuples()):
         s = score_reading(snap, truth.order, corpus)
         label = "round 0 (priors only)" if h.iteration == 0 else f"round {h.iteration}"
-        print(f"{label:<34} {_fmt(s['labels_exact']):>7} {_fmt(s['position_exact']):>9} {_fmt(h.changed):>8} {h.seconds:6.1f}")
+        print(f"{label:<34} {_fmt(s['labels_exact']):>7} {_fmt(s['position_exact']):>9} {_fmt(h.changed):>8} "
+              f"{_fmt(h.moved):>6} {h.seconds:6.1f}")
     final = score_reading(result.utterances, truth.order, corpus)
     if reference:
         _reference_rows(corpus, truth, reference, seed)
@@ -179,7 +181,8 @@ def real_part(iterations: int) -> None:
     ok = rep[rep["status"] == "aligned"]
     u = result.utterances
     print(f"aligned {len(ok)} of {len(rep)} conversations in {time.perf_counter() - started:.1f}s "
-          f"({len(result.history)} rounds; last round changed {result.history['changed'].iloc[-1]:.3%})")
+          f"({len(result.history)} rounds; the last changed the unit of {result.history['changed'].iloc[-1]:.1%} of the "
+          f"labels and moved {result.history['moved'].iloc[-1]:.1%} of their posterior mass)")
     for _, r in rep[rep["status"] != "aligned"].iterrows():
         print(f"  set aside: {r['doc_id']}: {r['reason']}")
     labelled = u[u["label_position"].notna()]

@@ -487,7 +487,7 @@ class Aligner:
         return max(0.0, self.settings.runs_per_turn * c.total_turn - 1 - n_pauses * priors.cross_pause_share())
 
     def _update_tilt(self, ci: int, mode: Mode, post: dp.Posteriors, priors: Priors) -> None:
-        """One Newton step of the conversation's shift toward its expected number of changes."""
+        """One damped Newton step of the conversation's shift toward its expected number of changes."""
         c = self.convs[ci]
         if not self.settings.match_turns or not np.isfinite(c.total_turn) or c.T < 2:
             return
@@ -497,7 +497,9 @@ class Aligner:
         both = post.transitions[:, :2, :2].sum(axis=(1, 2))
         rate = np.divide(change, both, out=np.zeros_like(change), where=both > 0)
         var = float((both * rate * (1 - rate)).sum())
-        step = (target - change.sum()) / max(var, 1.0)
+        # half a Newton step: `var` counts the label-based change probabilities only, so with the
+        # run model's evidence on top a full step overshoots and the rounds drift (real rows)
+        step = 0.5 * (target - change.sum()) / max(var, 1.0)
         self.tilt[ci] = float(np.clip(self.tilt[ci] + step, -6.0, 6.0))
 
     # -- re-estimation -----------------------------------------------------------------------
