@@ -1,6 +1,6 @@
 """Benchmark: reconstructing the sentence order of the OPELA public release (issue 5).
 
-Part 1, synthetic (the truth is known): `psyattrs.data.synth` simulates `--dialogues`
+Part 1, synthetic (the truth is known): `psyattrs.synth` simulates `--dialogues`
 conversations and writes them in the public layout with the release's quirks (multi-line messages,
 uncounted pauses, trailing newlines, blank user lines); `align_public` reconstructs the order.
 Printed, per round (0 = priors only) and next to the two naive readings measured in the same run:
@@ -65,9 +65,9 @@ def _reference_rows(corpus, truth, dialogues: int, seed: int) -> None:
     """The same alignment with a sentence classifier trained on `dialogues` other conversations
     whose true order is known (a disjoint synthetic corpus): how far sentence-level label
     likelihoods can take the alignment on this generator."""
-    from psyattrs.data.align import align_public
-    from psyattrs.data.align_eval import score_reading
-    from psyattrs.data.synth import synthesize
+    from psyattrs.align import align_public
+    from psyattrs.align.eval import score_reading
+    from psyattrs.synth import synthesize
     from psyattrs.labels.soft import mixed_targets
     from psyattrs.models import build_model
     from psyattrs.schema import OPELA
@@ -89,10 +89,10 @@ def _reference_rows(corpus, truth, dialogues: int, seed: int) -> None:
 
 
 def synthetic_part(dialogues: int, seed: int, iterations: int, reference: int = 0) -> dict[str, float]:
-    from psyattrs.data.align import align_public
-    from psyattrs.data.align_eval import alternating_reading, pause_anchored_reading, score_reading
+    from psyattrs.align import align_public
+    from psyattrs.align.eval import alternating_reading, pause_anchored_reading, score_reading
     from psyattrs.data.opela import read_public
-    from psyattrs.data.synth import synthesize, write_public
+    from psyattrs.synth import synthesize, write_public
 
     print(f"\n== synthetic: {dialogues} conversations, seed {seed} ==")
     syn = synthesize(dialogues, seed=seed)
@@ -164,8 +164,8 @@ def synthetic_part(dialogues: int, seed: int, iterations: int, reference: int = 
 def real_part(iterations: int) -> None:
     from sklearn.model_selection import GroupKFold
 
-    from psyattrs.data.align import align_public
-    from psyattrs.data.align_scoring import SIGNATURE
+    from psyattrs.align import align_public
+    from psyattrs.align.scoring import SIGNATURE
     from psyattrs.data.opela import read_public
     from psyattrs.schema import OPELA
 

@@ -70,7 +70,7 @@ def train_model(kind: str, dialogues: int, folder: Path) -> str:
     from psyattrs.experiments.config import load_config
     from psyattrs.labels.soft import mixed_targets
     from psyattrs.models.base import build_model
-    from psyattrs.data.synth import synthesize
+    from psyattrs.synth import synthesize
     from psyattrs.schema import OPELA
 
     repo = Path(__file__).resolve().parents[1]

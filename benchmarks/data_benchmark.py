@@ -61,7 +61,7 @@ def _child(step: str, path: str) -> dict:
 
 
 def _make(sentences: int, path: Path) -> dict:
-    from psyattrs.data.synth import synthesize, write_annotated
+    from psyattrs.synth import synthesize, write_annotated
 
     t0 = time.perf_counter()
     n_dialogues = max(1, round(sentences / 116))  # about 116 sentences per dialogue, as in the real release

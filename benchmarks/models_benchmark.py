@@ -61,7 +61,7 @@ def _fit_score(table, split, schema, kind, previous, lam, extra, seed=0) -> dict
 
 def part_a(n_dialogues: int) -> None:
     from psyattrs.data.splits import train_valid_test
-    from psyattrs.data.synth import synthesize
+    from psyattrs.synth import synthesize
     from psyattrs.schema import OPELA
 
     table = synthesize(n_dialogues, seed=11, rare_boost=3.0).utterances
@@ -194,7 +194,7 @@ def part_c(sentences: int) -> None:
 
 
 def _make(sentences: int, path: Path) -> None:
-    from psyattrs.data.synth import synthesize
+    from psyattrs.synth import synthesize
 
     n = max(1, round(sentences / 116))
     table = synthesize(n, seed=3).utterances

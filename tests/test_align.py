@@ -19,10 +19,10 @@ from scipy.special import logsumexp
 
 from psyattrs.cli import main
 from psyattrs.data import load_corpus
-from psyattrs.data import align_dp as dp
-from psyattrs.data.align import ALIGN_COLUMNS, AlignSettings, align_public, write_aligned
-from psyattrs.data.align_eval import alternating_reading, pause_anchored_reading, score_reading
-from psyattrs.data.align_scoring import calibrate
+from psyattrs.align import dp
+from psyattrs.align import ALIGN_COLUMNS, AlignSettings, align_public, write_aligned
+from psyattrs.align.eval import alternating_reading, pause_anchored_reading, score_reading
+from psyattrs.align.scoring import calibrate
 from psyattrs.data.opela import read_public
 from psyattrs.schema import OPELA
 
@@ -378,7 +378,7 @@ def test_a_non_public_corpus_is_refused(annotated_csv):
 
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory):
-    from psyattrs.data.synth import synthesize, write_public
+    from psyattrs.synth import synthesize, write_public
 
     folder = tmp_path_factory.mktemp("synthetic")
     syn = synthesize(8, seed=3, min_turns=8, max_turns=14)
@@ -488,7 +488,7 @@ def test_write_aligned_round_trips_through_the_generic_reader(tmp_path):
 
 
 def test_aligned_corpus_is_cached_per_file(tmp_path, monkeypatch):
-    from psyattrs.data.align import aligned_corpus, cache_folder
+    from psyattrs.align import aligned_corpus, cache_folder
 
     monkeypatch.setenv("PSYATTRS_CACHE", str(tmp_path / "cache"))
     path = _public(tmp_path, [
@@ -532,7 +532,7 @@ def test_training_config_can_point_at_the_public_file(tmp_path, monkeypatch):
 
 
 def test_token_stats_see_words_that_follow_each_other_inside_lines():
-    from psyattrs.data.align_scoring import TokenStats, boundary_features
+    from psyattrs.align.scoring import TokenStats, boundary_features
 
     lines = ["내 주말 루틴이야", "내 주말 계획은 비밀이야", "오늘 뭐 했어?", "주말 어땠어?", "좋아"]
     stats = TokenStats(lines)
@@ -546,7 +546,7 @@ def test_token_stats_see_words_that_follow_each_other_inside_lines():
 
 
 def test_run_model_learns_where_runs_end_and_scores_as_likelihood_ratios():
-    from psyattrs.data.align_scoring import RunModel, boundary_features
+    from psyattrs.align.scoring import RunModel, boundary_features
 
     rng = np.random.default_rng(0)
     asks = ["뭐 좋아해?", "어디 가?", "주말에 뭐 했어?", "너는 어때?"]

@@ -646,7 +646,7 @@ def test_importing_the_models_does_not_load_heavy_backends():
 
 
 def test_models_beat_the_floor_on_the_project_synthetic_corpus():
-    from psyattrs.data.synth import synthesize
+    from psyattrs.synth import synthesize
 
     df = synthesize(24, seed=3, min_turns=10, max_turns=30).utterances
     docs = df["doc_id"].unique()

@@ -19,7 +19,7 @@ from psyattrs import Predictor, predict
 from psyattrs.cli import main
 from psyattrs.errors import InputFileError
 from psyattrs.schema import OPELA
-from psyattrs.serving.pyfunc import disagreement, output_columns, predict_table
+from psyattrs.experiments.pyfunc import disagreement, output_columns, predict_table
 
 SENTENCES = ["안녕하세요 반가워요~", "오늘 너무 피곤했_다 ㅠㅠ", "주말에 뭐 해요?", "저는  산책했어요 ㅎㅎ ♡"]
 DIALOGUE = [

@@ -157,7 +157,7 @@ def test_pyfunc_model_loads_and_predicts(trained):
 
 
 def test_pyfunc_predict_table_checks_its_input_and_keeps_the_row_order(trained):
-    from psyattrs.serving.pyfunc import output_columns, predict_table
+    from psyattrs.experiments.pyfunc import output_columns, predict_table
 
     result, _ = trained
     with pytest.raises(ValueError, match=r"lacks column\(s\) \['text'\]; required: \['doc_id', 'text'\]"):
@@ -175,7 +175,7 @@ def test_evaluate_rescoring_reproduces_the_logged_test_metrics(trained):
 
 
 def test_evaluate_on_another_corpus(trained, tmp_path):
-    from psyattrs.data.synth import synthesize, write_annotated
+    from psyattrs.synth import synthesize, write_annotated
 
     result, uri = trained
     path = write_annotated(synthesize(3, seed=99).utterances, tmp_path / "other.csv")
@@ -186,7 +186,7 @@ def test_evaluate_on_another_corpus(trained, tmp_path):
 
 
 def test_training_from_a_file_logs_the_rows_set_aside(tmp_path, store):
-    from psyattrs.data.synth import synthesize, write_annotated
+    from psyattrs.synth import synthesize, write_annotated
 
     path = write_annotated(synthesize(8, seed=3).utterances, tmp_path / "corpus.csv")
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
@@ -206,7 +206,7 @@ def test_training_from_a_file_logs_the_rows_set_aside(tmp_path, store):
 
 
 def test_explicit_train_and_test_files_carve_valid_from_train(tmp_path, store):
-    from psyattrs.data.synth import synthesize, write_annotated
+    from psyattrs.synth import synthesize, write_annotated
 
     train_path = write_annotated(synthesize(8, seed=4).utterances, tmp_path / "train.csv")
     test_path = write_annotated(synthesize(3, seed=5).utterances, tmp_path / "test.csv")

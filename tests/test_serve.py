@@ -15,7 +15,7 @@ import pytest
 from psyattrs import Predictor
 from psyattrs.cli import main
 from psyattrs.schema import OPELA
-from psyattrs.serving.pyfunc import output_columns
+from psyattrs.experiments.pyfunc import output_columns
 from psyattrs.serving.serve import ModelServer, check_model_uri, serve_command, server_environment
 
 ROWS = [

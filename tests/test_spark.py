@@ -17,7 +17,7 @@ pytestmark = [
 
 from psyattrs import Predictor  # noqa: E402
 from psyattrs.schema import OPELA  # noqa: E402
-from psyattrs.serving.pyfunc import head_columns  # noqa: E402
+from psyattrs.experiments.pyfunc import head_columns  # noqa: E402
 from psyattrs.serving.spark import annotate_spark, local_session  # noqa: E402
 
 TEXTS = ["안녕하세요~", "반가워요 ㅎㅎ", "주말에 뭐 해요?", "오늘 너무 피곤했_다 ㅠㅠ", "저도 그래요", "네 좋아요 ♡", "뭐 먹었어요?"]

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from psyattrs.data.splits import group_keys, kfold, rare_strata, train_valid_test
-from psyattrs.data.synth import synthesize
+from psyattrs.synth import synthesize
 
 
 @pytest.fixture(scope="module")

@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 
 from psyattrs.cli import main
-from psyattrs.data import _synth_lexicon as lex
-from psyattrs.data._synth_public import PUBLIC_COLUMNS
-from psyattrs.data.synth import (
+from psyattrs.synth import lexicon as lex
+from psyattrs.synth.public import PUBLIC_COLUMNS
+from psyattrs.synth import (
     LABELER_CONFUSION,
     PERSONAS,
     annotated_columns,
@@ -66,7 +66,7 @@ def test_output_does_not_depend_on_the_interpreter_hash_seed(tmp_path):
     for hash_seed in ("1", "987"):
         out = tmp_path / f"h{hash_seed}.csv"
         code = (
-            "import sys; from psyattrs.data.synth import synthesize, write_annotated, write_public;"
+            "import sys; from psyattrs.synth import synthesize, write_annotated, write_public;"
             "r = synthesize(3, seed=8); write_annotated(r.utterances, sys.argv[1]);"
             "write_public(r.utterances, r.conversations, sys.argv[1] + '.pub', seed=8)"
         )

@@ -1,7 +1,7 @@
 """`psyattrs data align` and `psyattrs data show-aligned`: the public release's sentence order.
 
 `data align PUBLIC.csv --out ANNOTATED.csv [--iterations N] [--report R.jsonl]` reconstructs which
-line(s) each label of the public release belongs to (`psyattrs.data.align.align_public`) and writes
+line(s) each label of the public release belongs to (`psyattrs.align.align_public`) and writes
 the per-sentence layout with the final labels and `align_confidence`; the report holds one line per
 conversation (log-likelihood, pause treatment, merged lines, ...; set-aside conversations with the
 reason).
@@ -71,7 +71,7 @@ def _writable(path: str, what: str) -> None:
 def align_handler(args: argparse.Namespace) -> int:
     """Runs `data align`; returns the exit code."""
     from psyattrs.data import load_corpus
-    from psyattrs.data.align import align_public, write_aligned, write_report
+    from psyattrs.align import align_public, write_aligned, write_report
 
     _writable(args.out, "output")
     if args.report:

@@ -1,6 +1,6 @@
 """`psyattrs data synth --out PATH`: writes the synthetic Korean OPELA-style corpus.
 
-The corpus is simulated (`psyattrs.data.synth`): personas and users chatting over 15-80 turns,
+The corpus is simulated (`psyattrs.synth`): personas and users chatting over 15-80 turns,
 three simulated labelers, final labels from the OPELA resolution, true values in `true_*`.
 `--format annotated` (default) writes one row per sentence (FORMATS §2); `--format public` writes
 one row per conversation in the public-release layout (FORMATS §3) with its quirks, plus the true
@@ -45,7 +45,7 @@ def order_path(path: Path) -> Path:
 
 def handler(args: argparse.Namespace) -> int:
     """Simulates the corpus, writes it and prints what was written; returns 0."""
-    from psyattrs.data.synth import synthesize, write_annotated, write_public
+    from psyattrs.synth import synthesize, write_annotated, write_public
 
     if args.out.suffix.lower() != ".csv":
         raise ValueError(f"output file {str(args.out)!r} must end in .csv")

@@ -82,7 +82,7 @@ def _check_optional_str(value: Any, where: str) -> None:
 
 @dataclass(frozen=True)
 class SyntheticData:
-    """The embedded synthetic OPELA corpus (`psyattrs.data.synth.synthesize`).
+    """The embedded synthetic OPELA corpus (`psyattrs.synth.synthesize`).
 
     Attributes:
         dialogues: number of conversations (>= 4, so that every split gets one).

@@ -133,7 +133,7 @@ def _read(path: str, config: ExperimentConfig, schema: Schema) -> tuple[pd.DataF
     fmt = None if config.data.format == "auto" else config.data.format
     corpus = load_corpus(path, format=fmt, schema=schema)
     if corpus.format == "public":  # the public release: its sentence order reconstructed (cached)
-        from psyattrs.data.align import aligned_corpus
+        from psyattrs.align import aligned_corpus
 
         corpus = aligned_corpus(corpus)
     if corpus.record_kind != "sentence":
@@ -150,11 +150,11 @@ def _corpus(config: ExperimentConfig, schema: Schema) -> tuple[pd.DataFrame, Any
     """The single corpus of `data.path` or `data.synthetic`, its source description and the
     records set aside while reading it."""
     if config.data.synthetic is not None:
-        from psyattrs.data.synth import synthesize
+        from psyattrs.synth import synthesize
 
         syn = config.data.synthetic
         result = synthesize(syn.dialogues, seed=config.synthetic_seed, rare_boost=syn.rare_boost)
-        source = {"generator": "psyattrs.data.synth.synthesize", "dialogues": syn.dialogues,
+        source = {"generator": "psyattrs.synth.synthesize", "dialogues": syn.dialogues,
                   "seed": config.synthetic_seed, "rare_boost": syn.rare_boost}
         return result.utterances, source, []
     table, set_aside = _read(config.data.path, config, schema)

@@ -16,7 +16,7 @@ What a run holds (`start_run` and the `Run` methods):
 - artifacts: `config.yaml`, `summary.txt`, `metrics.json`, `floor_prior.json`,
   `reports/classification_{head}.txt`, `plots/confusion.png`, `plots/calibration.png`,
   `predictions/test.parquet`, `set_aside.jsonl` (records the readers set aside, when any) and the
-  pyfunc model `model` (`psyattrs.serving.pyfunc`);
+  pyfunc model `model` (`psyattrs.experiments.pyfunc`);
 - a run that raises ends FAILED with `error.txt` (the traceback).
 
 With cross-validation, each fold is a nested run with its params, datasets, metrics, reports,
@@ -344,7 +344,7 @@ def log_pyfunc_model(model: Any, schema: Schema, example: pd.DataFrame) -> str:
     """
     import mlflow
 
-    from psyattrs.serving.pyfunc import AttributesPyfunc, model_signature
+    from psyattrs.experiments.pyfunc import AttributesPyfunc, model_signature
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "psyattrs_model"

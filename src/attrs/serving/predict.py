@@ -45,7 +45,7 @@ sentence in input order:
   as strange whatever the 0/1 coding), `{head}_proba_{k}` (probability of class k) and
   `{head}_disagreement` (entropy of the predicted distribution in base K: 0 = the labelers would
   agree, 1 = uniform). The index is the input table's index for a DataFrame, else a RangeIndex.
-  The prediction columns are those the served model returns (`psyattrs.serving.pyfunc`).
+  The prediction columns are those the served model returns (`psyattrs.experiments.pyfunc`).
 - A dict per sentence: `doc_id`, `sent_id`, `position`, `speaker`, `is_pause`, `text` and `heads`:
   head -> {`class`, `name`, `probabilities` (list, index = class), `disagreement`}.
 
@@ -84,7 +84,7 @@ _FORMS = (
 
 def _from_pyfunc(loaded: Any, source: str) -> tuple[Any, Schema]:
     """The multi-head model and schema inside a loaded MLflow pyfunc model."""
-    from psyattrs.serving.pyfunc import AttributesPyfunc
+    from psyattrs.experiments.pyfunc import AttributesPyfunc
 
     inner = loaded.unwrap_python_model() if hasattr(loaded, "unwrap_python_model") else loaded
     if not isinstance(inner, AttributesPyfunc):
@@ -349,7 +349,7 @@ class Predictor:
     @property
     def output_columns(self) -> list[str]:
         """The columns of the DataFrame `predict` returns, in order."""
-        from psyattrs.serving.pyfunc import head_columns
+        from psyattrs.experiments.pyfunc import head_columns
 
         return [*ID_COLUMNS, *(c for head in self.schema for c in head_columns(head))]
 
@@ -366,7 +366,7 @@ class Predictor:
             ValueError: a required column is missing, or `position` / `is_pause` hold bad values
                 (names the rows).
         """
-        from psyattrs.serving.pyfunc import prediction_columns
+        from psyattrs.experiments.pyfunc import prediction_columns
 
         index = table.index
         normal = normalize_table(inputs_to_table(table), self.schema)

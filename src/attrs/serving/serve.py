@@ -18,7 +18,7 @@ Requests: POST `/invocations` with `Content-Type: application/json` and one of
 ... optional; rows of one `doc_id` are one conversation, in order). The answer is
 `{"predictions": [{"doc_id": .., "sent_id": .., "strange": 1, "strange_name": "not strange",
 "strange_proba_0": .., ..., "strange_disagreement": .., ...}, ...]}`: the prediction columns of
-`psyattrs.predict` (`psyattrs.serving.pyfunc.output_columns`), one per row in request order.
+`psyattrs.predict` (`psyattrs.experiments.pyfunc.output_columns`), one per row in request order.
 A malformed request (not JSON, no `text` column, bad `is_pause` values) gets 400 with a message;
 the server keeps serving. GET `/ping` answers 200 once the model is loaded.
 """

@@ -23,7 +23,7 @@ The UDF runs the pyfunc model in the executors' Python (`env_manager="local"`): 
 installed there (on a cluster: ship it as a wheel or a cluster library; locally, set
 `PYSPARK_PYTHON` to this interpreter, as `local_session` does).
 
-Output: the input columns, then the prediction columns of `psyattrs.serving.pyfunc`
+Output: the input columns, then the prediction columns of `psyattrs.experiments.pyfunc`
 (`sent_id` when the input has none, and per head the class, its name, the class probabilities
 and the disagreement): the same values as `psyattrs.predict` on the same conversations.
 """
@@ -34,7 +34,7 @@ import os
 import sys
 from typing import Any
 
-from psyattrs.serving.pyfunc import REQUIRED_INPUT, OPTIONAL_INTEGER_INPUT, OPTIONAL_STRING_INPUT
+from psyattrs.experiments.pyfunc import REQUIRED_INPUT, OPTIONAL_INTEGER_INPUT, OPTIONAL_STRING_INPUT
 
 NEEDED_COLUMNS: tuple[str, ...] = ("doc_id", "position", "text")
 INPUT_COLUMNS: tuple[str, ...] = (*REQUIRED_INPUT, *OPTIONAL_STRING_INPUT, *OPTIONAL_INTEGER_INPUT, "is_pause")

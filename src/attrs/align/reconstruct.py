@@ -4,7 +4,7 @@ The public file gives each conversation's final labels in chronological order ov
 but the two speakers' lines in separate texts. `align_public` recovers which line(s) each label
 belongs to: a monotone merge of the persona and user line lists onto the label positions (each
 speaker keeps its own order), chosen to best explain the labels, by exact dynamic programming
-over merges (`psyattrs.data.align_dp`). What a reading may do, as the real release requires:
+over merges (`psyattrs.align.dp`). What a reading may do, as the real release requires:
 
 - a label may take one line or several consecutive non-blank lines of one speaker (a message
   broken over lines; at most `max_lines`);
@@ -57,9 +57,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from psyattrs.data.align_output import ALIGN_COLUMNS, REPORT_COLUMNS, report_table, unfit_reason, utterance_table
-from psyattrs.data.align_rounds import COUNTED, NOT_COUNTED, TFIDF_FEATURES, Aligner, Fit, read_conversations
-from psyattrs.data.align_scoring import FixedScorer, PriorScorer
+from psyattrs.align.output import ALIGN_COLUMNS, REPORT_COLUMNS, report_table, unfit_reason, utterance_table
+from psyattrs.align.rounds import COUNTED, NOT_COUNTED, TFIDF_FEATURES, Aligner, Fit, read_conversations
+from psyattrs.align.scoring import FixedScorer, PriorScorer
 from psyattrs.data.table import Corpus, Problem, final_column
 from psyattrs.schema import Schema
 

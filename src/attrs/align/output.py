@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from psyattrs.data import align_dp as dp
-from psyattrs.data.align_rounds import NOT_COUNTED, Conversation, Fit
-from psyattrs.data.align_scoring import SIGNATURE
+from psyattrs.align import dp
+from psyattrs.align.rounds import NOT_COUNTED, Conversation, Fit
+from psyattrs.align.scoring import SIGNATURE
 from psyattrs.data.table import Corpus, final_column, normalize_table
 from psyattrs.schema import Schema
 
 ALIGN_COLUMNS: tuple[str, ...] = ("align_confidence", "label_position", "line_start", "line_end", "align_mode")
-"""Columns the aligner adds to the utterance table (see `psyattrs.data.align.AlignResult`)."""
+"""Columns the aligner adds to the utterance table (see `psyattrs.align.AlignResult`)."""
 REPORT_COLUMNS: tuple[str, ...] = (
     "doc_id", "persona", "status", "reason", "mode", "loglik", "loglik_other_mode", "mode_probability",
     "n_labels", "persona_lines", "user_lines", "merged_lines", "multi_line_units", "pauses_on_labels",

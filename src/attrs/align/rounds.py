@@ -1,10 +1,10 @@
-"""The rounds of the public-release aligner (`psyattrs.data.align`): conversations, candidate
+"""The rounds of the public-release aligner (`psyattrs.align`): conversations, candidate
 units, lattices, and the re-estimation between rounds.
 
 `read_conversations` turns a public corpus into `Conversation`s with their pause treatments
 (`Mode`); `Candidates` lists every unit a reading may use (runs of 1..K consecutive non-blank lines
 of one speaker) with their features and length priors; `Aligner` scores them (`emissions`), builds
-one `psyattrs.data.align_dp.Lattice` per conversation and treatment, runs the DP (`align_one`,
+one `psyattrs.align.dp.Lattice` per conversation and treatment, runs the DP (`align_one`,
 `decode`) and turns posteriors into training targets and expected counts (`m_step`). Internal to
 the aligner: `align_public` is the entry point.
 """
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from psyattrs.data import align_dp as dp
-from psyattrs.data.align_scoring import (
+from psyattrs.align import dp
+from psyattrs.align.scoring import (
     BoundaryModel,
     ModelScorer,
     Priors,
@@ -33,7 +33,7 @@ from psyattrs.data.table import Corpus, final_column, normalize_table
 from psyattrs.schema import Schema
 
 if TYPE_CHECKING:
-    from psyattrs.data.align import AlignSettings
+    from psyattrs.align.reconstruct import AlignSettings
 
 COUNTED, NOT_COUNTED = "pauses counted", "pauses not counted"
 SKIP_PRIOR = 0.02
@@ -363,7 +363,7 @@ class Aligner:
         s = self.settings
         fold = self.conv_fold[self.cands.conv]
         if s.model_kind == "tfidf":
-            from psyattrs.data.align_scoring import unit_matrix
+            from psyattrs.align.scoring import unit_matrix
             from psyattrs.features.text import TextFeaturizer
 
             lines = self.cands.line_text

@@ -1,4 +1,4 @@
-"""The dialogue simulation behind `psyattrs.data.synth`: personas, users and one conversation.
+"""The dialogue simulation behind `psyattrs.synth`: personas, users and one conversation.
 
 A conversation is a run of turns; a turn is one message of the speaker who starts the
 conversation and one of the other speaker; a message is one to seven sentences. Each sentence
@@ -26,7 +26,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from psyattrs.data import _synth_lexicon as lex
+from psyattrs.synth import lexicon as lex
 
 # fields of one sentence record, in order (ACT: the `_synth_lexicon` act, -1 for a pause; kept for
 # analysis, not written to the table)

@@ -4,7 +4,7 @@
 (`user0001`, ...): 15-80 turns, multi-sentence messages, pause sentences ("3시간 후"), a send time
 and a turn number per sentence. Each sentence's six OPELA attributes are drawn by the simulation
 (kept in `true_{head}`) and carry signal both in the wording and in the dialogue context; the
-mechanism is described in `psyattrs.data._synth_dialogue`. Three simulated labelers with the
+mechanism is described in `psyattrs.synth.dialogue`. Three simulated labelers with the
 confusion matrices in `LABELER_CONFUSION` rate every sentence (`labeler{1,2,3}_{head}`); the final
 labels (`labeler_{head}`) come from `psyattrs.labels.resolve.resolve_final_labels` with the
 documented OPELA method. Conversation-level survey outcomes are generated from the attributes.
@@ -30,10 +30,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from psyattrs.data import _synth_dialogue as sim
-from psyattrs.data import _synth_lexicon as lex
-from psyattrs.data._synth_dialogue import PERSONAS, PersonaSpec, persona_spec
-from psyattrs.data._synth_public import PublicTruth, write_public
+from psyattrs.synth import dialogue as sim
+from psyattrs.synth import lexicon as lex
+from psyattrs.synth.dialogue import PERSONAS, PersonaSpec, persona_spec
+from psyattrs.synth.public import PublicTruth, write_public
 from psyattrs.data.table import Corpus, final_column, labeler_column, normalize_table, true_column
 from psyattrs.schema import OPELA
 

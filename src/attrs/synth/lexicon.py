@@ -1,4 +1,4 @@
-"""Korean vocabulary and sentence templates of the synthetic corpus (see `psyattrs.data.synth`).
+"""Korean vocabulary and sentence templates of the synthetic corpus (see `psyattrs.synth`).
 
 Every sentence the simulation writes is a template from this module with its slots filled and chat
 noise added. Templates are written once in both speech levels with a small syntax:

@@ -1,4 +1,4 @@
-"""What the public-release aligner scores a reading with (see `psyattrs.data.align`).
+"""What the public-release aligner scores a reading with (see `psyattrs.align`).
 
 - `LabelScorer` and its kinds: log P(labels | unit) for every candidate unit. `PriorScorer` gives
   every unit the corpus's label marginals (the "priors only" start); `TfidfScorer` is a
@@ -15,7 +15,7 @@
   re-estimated from expected counts after each alignment.
 
 This module sits in the data stage but trains classifiers: the features and models stages are
-imported inside the functions that need them, as `psyattrs.data.synth` does for the labels stage.
+imported inside the functions that need them, as `psyattrs.synth` does for the labels stage.
 """
 
 from __future__ import annotations
