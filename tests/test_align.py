@@ -587,8 +587,14 @@ def test_a_trained_model_can_score_the_units(synthetic, tiny_model, tmp_path, ca
     rounds = [score_reading(s, truth.order, corpus) for s in result.snapshots]
     assert rounds[-1]["labels_exact"] > naive["labels_exact"] + 0.1
     assert rounds[-1]["labels_exact"] > rounds[0]["labels_exact"]
-    by_uri = align_public(corpus, iterations=1, label_model=tiny_model.registered, tracking_uri=tiny_model.tracking_uri)
+    from psyattrs import Predictor
+
+    by_uri = align_public(corpus, iterations=1, label_model=Predictor(tiny_model.registered, tracking_uri=tiny_model.tracking_uri))
     assert len(by_uri.utterances) == len(result.utterances)
+    with pytest.raises(ValueError, match=r"is an MLflow model: pass label_model=psyattrs.Predictor\('models:/"):
+        align_public(corpus, iterations=1, label_model=tiny_model.registered)
+    with pytest.raises(TypeError, match="label_model must be a psyattrs model"):
+        align_public(corpus, iterations=1, label_model=42)
 
     out = tmp_path / "aligned.csv"
     src = Path(corpus.source)

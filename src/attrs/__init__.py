@@ -6,9 +6,9 @@ torch) are imported where used, not here.
 
 from typing import Any
 
+from psyattrs._version import __version__
 from psyattrs.schema import OPELA, Schema, load_schema
 
-__version__ = "0.1.0"
 __all__ = ["OPELA", "Predictor", "Schema", "load_schema", "predict", "__version__"]
 
 _LAZY = {"predict": "psyattrs.serving.predict", "Predictor": "psyattrs.serving.predict"}

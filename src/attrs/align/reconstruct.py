@@ -50,7 +50,7 @@ Modules: `align_dp` (the exact DP), `align_scoring` (classifier, priors), `align
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +58,9 @@ import numpy as np
 import pandas as pd
 
 from psyattrs.align.output import ALIGN_COLUMNS, REPORT_COLUMNS, report_table, unfit_reason, utterance_table
-from psyattrs.align.rounds import COUNTED, NOT_COUNTED, TFIDF_FEATURES, Aligner, Fit, read_conversations
+from psyattrs.align.rounds import COUNTED, NOT_COUNTED, Aligner, Fit, read_conversations
 from psyattrs.align.scoring import FixedScorer, PriorScorer
+from psyattrs.align.settings import AlignSettings
 from psyattrs.data.table import Corpus, Problem, final_column
 from psyattrs.schema import Schema
 
@@ -67,79 +68,6 @@ __all__ = [
     "ALIGN_COLUMNS", "COUNTED", "NOT_COUNTED", "REPORT_COLUMNS", "AlignResult", "AlignSettings",
     "align_public", "aligned_corpus", "cache_folder", "output_columns", "write_aligned", "write_report",
 ]  # fmt: skip
-
-MODEL_KINDS: tuple[str, ...] = ("tfidf", "majority", "lightgbm")
-
-
-@dataclass(frozen=True)
-class AlignSettings:
-    """How `align_public` works.
-
-    Attributes:
-        iterations: classifier rounds at most after the priors-only pass (>= 0).
-        model_kind: the sentence classifier: `tfidf` (TF-IDF + logistic regression, features
-            computed once), `majority` (per-fold class priors: text-free) or `lightgbm` (the
-            project's model of that kind, refitted each round: slow).
-        model_settings: settings of the classifier: for `tfidf`, `C`, `max_iter` and the
-            featurizer's (`char_ngrams`, `word_ngrams`, `words`, `min_df`, `max_features`); for
-            the others, `build_model` settings.
-        max_lines: the most lines one label's message may span (>= 1).
-        folds: cross-fitting folds over conversations (>= 1; 1 = no cross-fitting).
-        emission_weight: weight of the label log-probabilities (the classifier's and the pause label
-            model's) against the priors (> 0).
-            Above 1 because two priors (label-based speaker changes and text-based run ends)
-            speak about the same speaker changes; 1.4 placed more sentences correctly than 1.0
-            on a synthetic corpus (benchmarks/align_benchmark.py measures it on others).
-        runs_per_turn: persona/user runs per `total_turn` (a turn being one message of each
-            speaker: 2). With `match_turns`, each conversation's expected number of runs in the
-            posterior is pulled to runs_per_turn x total_turn (posterior regularisation: a
-            per-conversation shift of the change probabilities, updated every round).
-        match_turns: see `runs_per_turn`; False uses `total_turn` only for the prior's rate.
-        min_change: stop once at most this share of the labels changed unit in a round, or the
-            posteriors moved at most this much (`AlignResult.history`'s `moved`).
-        run_model: score where each speaker's runs end from the text around the break
-            (`align_scoring.RunModel`, learnt from the rounds' posteriors).
-        seed: folds and solvers.
-    """
-
-    iterations: int = 10
-    model_kind: str = "tfidf"
-    model_settings: dict = field(default_factory=dict)
-    max_lines: int = 8
-    folds: int = 2
-    emission_weight: float = 1.4
-    runs_per_turn: float = 2.0
-    match_turns: bool = True
-    min_change: float = 0.002
-    run_model: bool = True
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        for name, low in (("iterations", 0), ("max_lines", 1), ("folds", 1), ("seed", 0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-                raise ValueError(f"align setting {name!r} must be an integer >= {low}, got {value!r}")
-        if self.model_kind not in MODEL_KINDS:
-            raise ValueError(f"align model_kind {self.model_kind!r} is not one of {list(MODEL_KINDS)}")
-        if not isinstance(self.model_settings, dict):
-            raise ValueError(f"align model_settings must be a mapping, got {self.model_settings!r}")
-        if self.model_kind == "tfidf":
-            allowed = {"C", "max_iter", *TFIDF_FEATURES, "words"}
-            unknown = sorted(set(self.model_settings) - allowed)
-            if unknown:
-                raise ValueError(f"align model_settings {unknown} unknown for kind 'tfidf'; allowed: {sorted(allowed)}")
-        for name in ("emission_weight", "runs_per_turn"):
-            w = getattr(self, name)
-            if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 < w < float("inf"):
-                raise ValueError(f"align setting {name!r} must be a number > 0, got {w!r}")
-        for name in ("match_turns", "run_model"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ValueError(f"align setting {name!r} must be true or false, got {getattr(self, name)!r}")
-        if isinstance(self.min_change, bool) or not isinstance(self.min_change, (int, float)) or not 0 <= self.min_change < 1:
-            raise ValueError(f"align setting 'min_change' must be in [0, 1), got {self.min_change!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -206,7 +134,6 @@ def align_public(
     progress: bool = False,
     keep_history: bool = False,
     label_model: Any = None,
-    tracking_uri: str | None = None,
     **overrides: Any,
 ) -> AlignResult:
     """Reconstructs the chronological sentence order of a public-release corpus (module docstring).
@@ -218,10 +145,11 @@ def align_public(
         progress: show a progress bar per round.
         keep_history: keep the utterance table of every round in `AlignResult.snapshots`.
         label_model: an already trained model to score the units with instead of a classifier
-            trained on the rounds' own alignments (`model_kind` is then unused): a models:/ or
-            runs:/ URI, a saved model folder or a loaded model, predicting the corpus's heads. Its
+            trained on the rounds' own alignments (`model_kind` is then unused): a fitted
+            `psyattrs.models` model, a saved model folder (`MultiHeadModel.save`) or a
+            `psyattrs.Predictor` (which loads models:/ and runs:/ URIs and MLflow model folders:
+            `label_model=Predictor("models:/NAME@champion")`), predicting the corpus's heads. Its
             predictions stay fixed; the priors are still re-estimated every round.
-        tracking_uri: the MLflow store for a `label_model` URI (None: the project's store).
 
     Returns:
         `AlignResult`: the utterance table, the per-conversation report, the problems (the
@@ -238,7 +166,7 @@ def align_public(
         raise ValueError(f"unknown align setting(s) {unknown}; allowed: {sorted(AlignSettings.__dataclass_fields__)}")
     s = AlignSettings(**{**base.to_dict(), **overrides})
     schema = corpus.schema
-    fixed_model = _label_model(label_model, schema, tracking_uri) if label_model is not None else None
+    fixed_model = _label_model(label_model, schema) if label_model is not None else None
     convs, unfit = read_conversations(corpus)
     aligner = Aligner(convs, schema, s)
     priors = aligner.priors0
@@ -289,11 +217,24 @@ def align_public(
     return AlignResult(utterances, report, problems, pd.DataFrame(history), s, schema, snapshots, corpus.source)
 
 
-def _label_model(model: Any, schema: Schema, tracking_uri: str | None):
-    """The fitted model behind `label_model`, checked to predict the corpus's heads."""
-    from psyattrs.serving.predict import load_for_prediction
+def _label_model(model: Any, schema: Schema):
+    """The fitted model behind `label_model`, checked to predict the corpus's heads.
 
-    inner, model_schema, source = load_for_prediction(model, tracking_uri=tracking_uri)
+    MLflow models are loaded by the serving stage (`psyattrs.Predictor`), which sits above this one.
+    """
+    from psyattrs.models.base import MultiHeadModel, load_model
+
+    if isinstance(model, (str, Path)):
+        text = str(model)
+        if text.startswith(("models:", "runs:")) or "://" in text or (Path(text) / "MLmodel").is_file():
+            raise ValueError(f"label model {text!r} is an MLflow model: pass label_model=psyattrs.Predictor({text!r})")
+        inner, source = load_model(text), text
+    else:
+        inner = getattr(model, "model", model)  # a psyattrs.Predictor holds its fitted model as .model
+        source = getattr(model, "source", f"{type(model).__name__} object")
+    if not isinstance(inner, MultiHeadModel):
+        raise TypeError(f"label_model must be a psyattrs model, a saved model folder or a Predictor, got {type(model).__name__}")
+    model_schema = inner.schema
     theirs = {h.name: h.n_classes for h in model_schema}
     missing = [f"{h.name} ({h.n_classes} classes)" for h in schema if theirs.get(h.name) != h.n_classes]
     if missing:

@@ -12,7 +12,7 @@ the aligner: `align_public` is the entry point.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,17 +29,13 @@ from psyattrs.align.scoring import (
     boundary_features,
     calibrate,
 )
+from psyattrs.align.settings import TFIDF_FEATURES, AlignSettings
 from psyattrs.data.table import Corpus, final_column, normalize_table
 from psyattrs.schema import Schema
-
-if TYPE_CHECKING:
-    from psyattrs.align.reconstruct import AlignSettings
 
 COUNTED, NOT_COUNTED = "pauses counted", "pauses not counted"
 SKIP_PRIOR = 0.02
 """P(a blank persona line is not a pause) in a conversation with no more blank lines than pauses."""
-TFIDF_FEATURES: dict[str, Any] = {"char_ngrams": (1, 3), "word_ngrams": (1, 2), "min_df": 2, "max_features": 50_000}
-"""The `tfidf` scorer's featurizer settings (`psyattrs.features.text.TextFeaturizer`)."""
 
 
 # ----------------------------------------------------------------------------------------------

@@ -14,8 +14,9 @@
 - `Priors`: the pause label model and the speaker-transition model (start, persona/user/pause),
   re-estimated from expected counts after each alignment.
 
-This module sits in the data stage but trains classifiers: the features and models stages are
-imported inside the functions that need them, as `psyattrs.synth` does for the labels stage.
+The features and models stages (below this one) are imported inside the functions that need
+them, so that importing the aligner loads neither scikit-learn nor LightGBM before a classifier is
+trained.
 """
 
 from __future__ import annotations

@@ -72,6 +72,7 @@ def align_handler(args: argparse.Namespace) -> int:
     """Runs `data align`; returns the exit code."""
     from psyattrs.data import load_corpus
     from psyattrs.align import align_public, write_aligned, write_report
+    from psyattrs.serving.predict import Predictor
 
     _writable(args.out, "output")
     if args.report:
@@ -81,8 +82,8 @@ def align_handler(args: argparse.Namespace) -> int:
                           ("max_lines", args.max_lines), ("seed", args.seed)) if v is not None
     }
     corpus = load_corpus(args.path, format="public", schema=args.schema)
-    result = align_public(corpus, progress=not args.quiet, label_model=args.label_model,
-                          tracking_uri=args.tracking_uri, **overrides)
+    label_model = None if args.label_model is None else Predictor(args.label_model, tracking_uri=args.tracking_uri)
+    result = align_public(corpus, progress=not args.quiet, label_model=label_model, **overrides)
     write_aligned(result, args.out)
     report = result.report
     aligned = report[report["status"] == "aligned"]

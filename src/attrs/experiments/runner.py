@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from psyattrs.errors import InputFileError
-from psyattrs.experiments import metrics as M
+import psyattrs.experiments.metrics as M
 from psyattrs.experiments.config import ExperimentConfig, expand_sweep
 from psyattrs.schema import Schema, load_schema
 

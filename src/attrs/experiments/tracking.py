@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from psyattrs.data.table import final_column
-from psyattrs.experiments import metrics as M
+import psyattrs.experiments.metrics as M
 from psyattrs.experiments.config import ExperimentConfig
 from psyattrs.schema import Schema
 
@@ -371,7 +371,7 @@ def log_pyfunc_model(model: Any, schema: Schema, example: pd.DataFrame) -> str:
 
 
 def _tags(config: ExperimentConfig, role: str) -> dict[str, str]:
-    from psyattrs import __version__
+    from psyattrs._version import __version__
 
     commit, dirty = git_commit()
     tags = {"psyattrs.version": __version__, "psyattrs.config": config.name, "psyattrs.role": role}

@@ -3,7 +3,7 @@
 A conversation is a run of turns; a turn is one message of the speaker who starts the
 conversation and one of the other speaker; a message is one to seven sentences. Each sentence
 is an act (greeting, disclosure, reaction, answer, question, ...) planned from what the partner's
-previous message did, then written from a template (`_synth_lexicon`). The true values of the six
+previous message did, then written from a template (`lexicon`). The true values of the six
 OPELA attributes follow from the act, the template and the context:
 
 - empathy: reactions, answers, on-topic remarks and follow-up questions respond to the partner and
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from psyattrs.synth import lexicon as lex
 
-# fields of one sentence record, in order (ACT: the `_synth_lexicon` act, -1 for a pause; kept for
+# fields of one sentence record, in order (ACT: the `lexicon` act, -1 for a pause; kept for
 # analysis, not written to the table)
 SPEAKER, TURN, MINUTE, IS_PAUSE, TEXT, STRANGE, UNEASY, ENGAGE, ACTIVE, SELF, EMPATHY, ACT = range(12)
 PERSONA_SPEAKER, USER_SPEAKER = 0, 1
@@ -51,7 +51,7 @@ class PersonaSpec:
         verbosity: mean extra sentences per message (Poisson).
         question_rate, feel_rate: multipliers of the question and feelings-disclosure acts.
         empathy_shift: -1..1, moves the empathy of responsive sentences down or up.
-        topics: preferred topics (names from `_synth_lexicon.TOPICS`).
+        topics: preferred topics (names from `lexicon.TOPICS`).
         weight: how often the persona appears.
         multiline_rate: share of its conversations where the public release splits messages over
             lines; uncounted_pause_rate: share whose pauses are not counted there;

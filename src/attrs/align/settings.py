@@ -1,0 +1,84 @@
+"""How the public-release aligner works: `AlignSettings`, read by every module of the aligner
+(`reconstruct` runs the rounds with them, `rounds` builds the lattices from them)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+MODEL_KINDS: tuple[str, ...] = ("tfidf", "majority", "lightgbm")
+TFIDF_FEATURES: dict[str, Any] = {"char_ngrams": (1, 3), "word_ngrams": (1, 2), "min_df": 2, "max_features": 50_000}
+"""The `tfidf` scorer's featurizer settings (`psyattrs.features.text.TextFeaturizer`)."""
+
+
+@dataclass(frozen=True)
+class AlignSettings:
+    """How `align_public` works.
+
+    Attributes:
+        iterations: classifier rounds at most after the priors-only pass (>= 0).
+        model_kind: the sentence classifier: `tfidf` (TF-IDF + logistic regression, features
+            computed once), `majority` (per-fold class priors: text-free) or `lightgbm` (the
+            project's model of that kind, refitted each round: slow).
+        model_settings: settings of the classifier: for `tfidf`, `C`, `max_iter` and the
+            featurizer's (`char_ngrams`, `word_ngrams`, `words`, `min_df`, `max_features`); for
+            the others, `build_model` settings.
+        max_lines: the most lines one label's message may span (>= 1).
+        folds: cross-fitting folds over conversations (>= 1; 1 = no cross-fitting).
+        emission_weight: weight of the label log-probabilities (the classifier's and the pause label
+            model's) against the priors (> 0).
+            Above 1 because two priors (label-based speaker changes and text-based run ends)
+            speak about the same speaker changes; 1.4 placed more sentences correctly than 1.0
+            on a synthetic corpus (benchmarks/align_benchmark.py measures it on others).
+        runs_per_turn: persona/user runs per `total_turn` (a turn being one message of each
+            speaker: 2). With `match_turns`, each conversation's expected number of runs in the
+            posterior is pulled to runs_per_turn x total_turn (posterior regularisation: a
+            per-conversation shift of the change probabilities, updated every round).
+        match_turns: see `runs_per_turn`; False uses `total_turn` only for the prior's rate.
+        min_change: stop once at most this share of the labels changed unit in a round, or the
+            posteriors moved at most this much (`AlignResult.history`'s `moved`).
+        run_model: score where each speaker's runs end from the text around the break
+            (`align_scoring.RunModel`, learnt from the rounds' posteriors).
+        seed: folds and solvers.
+    """
+
+    iterations: int = 10
+    model_kind: str = "tfidf"
+    model_settings: dict = field(default_factory=dict)
+    max_lines: int = 8
+    folds: int = 2
+    emission_weight: float = 1.4
+    runs_per_turn: float = 2.0
+    match_turns: bool = True
+    min_change: float = 0.002
+    run_model: bool = True
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name, low in (("iterations", 0), ("max_lines", 1), ("folds", 1), ("seed", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+                raise ValueError(f"align setting {name!r} must be an integer >= {low}, got {value!r}")
+        if self.model_kind not in MODEL_KINDS:
+            raise ValueError(f"align model_kind {self.model_kind!r} is not one of {list(MODEL_KINDS)}")
+        if not isinstance(self.model_settings, dict):
+            raise ValueError(f"align model_settings must be a mapping, got {self.model_settings!r}")
+        if self.model_kind == "tfidf":
+            allowed = {"C", "max_iter", *TFIDF_FEATURES, "words"}
+            unknown = sorted(set(self.model_settings) - allowed)
+            if unknown:
+                raise ValueError(f"align model_settings {unknown} unknown for kind 'tfidf'; allowed: {sorted(allowed)}")
+        for name in ("emission_weight", "runs_per_turn"):
+            w = getattr(self, name)
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 < w < float("inf"):
+                raise ValueError(f"align setting {name!r} must be a number > 0, got {w!r}")
+        for name in ("match_turns", "run_model"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"align setting {name!r} must be true or false, got {getattr(self, name)!r}")
+        if isinstance(self.min_change, bool) or not isinstance(self.min_change, (int, float)) or not 0 <= self.min_change < 1:
+            raise ValueError(f"align setting 'min_change' must be in [0, 1), got {self.min_change!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
