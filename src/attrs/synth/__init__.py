@@ -18,15 +18,6 @@ from psyattrs.synth.corpus import (
 )
 
 __all__ = [
-    "LABELER_CONFUSION",
-    "LABELER_PROFILES",
-    "PERSONAS",
-    "PersonaSpec",
-    "PublicTruth",
-    "SynthResult",
-    "annotated_columns",
-    "persona_spec",
-    "synthesize",
-    "write_annotated",
-    "write_public",
-]
+    "LABELER_CONFUSION", "LABELER_PROFILES", "PERSONAS", "PersonaSpec", "PublicTruth", "SynthResult",
+    "annotated_columns", "persona_spec", "synthesize", "write_annotated", "write_public",
+]  # fmt: skip
