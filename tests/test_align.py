@@ -19,7 +19,7 @@ from scipy.special import logsumexp
 
 from psyattrs.cli import main
 from psyattrs.data import load_corpus
-from psyattrs.align import dp
+from psyattrs.align import dp, lattice
 from psyattrs.align import ALIGN_COLUMNS, AlignSettings, align_public, write_aligned
 from psyattrs.align.eval import alternating_reading, pause_anchored_reading, score_reading
 from psyattrs.align.scoring import calibrate
@@ -35,7 +35,7 @@ FAST = dict(model_kind="majority", iterations=1)
 # the DP against brute force
 
 
-def _enumerate(lat: dp.Lattice) -> list[tuple[float, list[tuple], list[int], list[tuple], list[tuple]]]:
+def _enumerate(lat: lattice.Lattice) -> list[tuple[float, list[tuple], list[int], list[tuple], list[tuple]]]:
     """Every path of a lattice: (score, steps (t, kind, start, k), skipped items, transitions,
     run events (speaker PERSONA / USER, items used, 0 stay / 1 leave))."""
     T, m, n, K = lat.T, lat.m, lat.n, lat.emit_persona.shape[2]
@@ -59,10 +59,10 @@ def _enumerate(lat: dp.Lattice) -> list[tuple[float, list[tuple], list[int], lis
             if s is None:
                 return lat.log_start[to], []
             col = 0 if to == s else 1
-            if s == dp.PERSONA:
-                return lat.log_trans[t, s, to] + p_run[i, col], [(dp.PERSONA, i, col)]
-            if s == dp.USER:
-                return lat.log_trans[t, s, to] + u_run[j, col], [(dp.USER, j, col)]
+            if s == lattice.PERSONA:
+                return lat.log_trans[t, s, to] + p_run[i, col], [(lattice.PERSONA, i, col)]
+            if s == lattice.USER:
+                return lat.log_trans[t, s, to] + u_run[j, col], [(lattice.USER, j, col)]
             return lat.log_trans[t, s, to], []
 
         def step(to, t2, i2, j2, emit, st):
@@ -73,13 +73,13 @@ def _enumerate(lat: dp.Lattice) -> list[tuple[float, list[tuple], list[int], lis
 
         for k in range(1, K + 1):
             if i + k <= m and not lat.persona_blank[i : i + k].any() and lat.emit_persona[t, i, k - 1] > -np.inf:
-                step(dp.PERSONA, t + 1, i + k, j, lat.emit_persona[t, i, k - 1], (t, dp.PERSONA, i, k))
+                step(lattice.PERSONA, t + 1, i + k, j, lat.emit_persona[t, i, k - 1], (t, lattice.PERSONA, i, k))
             if j + k <= n and lat.emit_user[t, j, k - 1] > -np.inf:
-                step(dp.USER, t + 1, i, j + k, lat.emit_user[t, j, k - 1], (t, dp.USER, j, k))
+                step(lattice.USER, t + 1, i, j + k, lat.emit_user[t, j, k - 1], (t, lattice.USER, j, k))
         if i < m and lat.persona_blank[i] and lat.log_keep > -np.inf:
-            step(dp.PAUSE, t + 1, i + 1, j, lat.log_keep + lat.emit_pause[t], (t, dp.PAUSE, i, 1))
+            step(lattice.PAUSE, t + 1, i + 1, j, lat.log_keep + lat.emit_pause[t], (t, lattice.PAUSE, i, 1))
         if lat.log_phantom > -np.inf:
-            step(dp.PAUSE, t + 1, i, j, lat.log_phantom + lat.emit_pause[t], (t, dp.PHANTOM, -1, 0))
+            step(lattice.PAUSE, t + 1, i, j, lat.log_phantom + lat.emit_pause[t], (t, lattice.PHANTOM, -1, 0))
 
     walk(0, 0, 0, None, 0.0, [], [], [], [])
     return out
@@ -91,12 +91,12 @@ def _random_run(rng: np.random.Generator, size: int) -> np.ndarray:
     return r
 
 
-def _random_lattice(rng: np.random.Generator) -> dp.Lattice:
+def _random_lattice(rng: np.random.Generator) -> lattice.Lattice:
     m, n, K = int(rng.integers(0, 5)), int(rng.integers(0, 5)), int(rng.integers(1, 4))
     phantoms = int(rng.integers(0, 3)) if rng.random() < 0.4 else 0
     T = max(0, m + n - int(rng.integers(-phantoms, 4))) if m + n else 0
     runs = rng.random() < 0.5
-    return dp.Lattice(
+    return lattice.Lattice(
         emit_persona=rng.normal(size=(T, m, K)) * 2,
         emit_user=rng.normal(size=(T, n, K)) * 2,
         emit_pause=rng.normal(size=T) * 2,
@@ -139,11 +139,11 @@ def test_dp_is_exact_against_brute_force():
         PR, UR = np.zeros((lat.m + 1, 2)), np.zeros((lat.n + 1, 2))
         for wi, (_, steps, _, trans, runs) in zip(w, paths):
             for t, kind, start, k in steps:
-                if kind == dp.PERSONA:
+                if kind == lattice.PERSONA:
                     P[t, start, k - 1] += wi
-                elif kind == dp.USER:
+                elif kind == lattice.USER:
                     U[t, start, k - 1] += wi
-                elif kind == dp.PAUSE:
+                elif kind == lattice.PAUSE:
                     Z2[t, start] += wi
                 else:
                     F[t] += wi
@@ -153,7 +153,7 @@ def test_dp_is_exact_against_brute_force():
                 else:
                     TR[t, s, to] += wi
             for speaker, at, col in runs:
-                (PR if speaker == dp.PERSONA else UR)[at, col] += wi
+                (PR if speaker == lattice.PERSONA else UR)[at, col] += wi
         for mine, theirs in ((post.persona, P), (post.user, U), (post.pause, Z2), (post.phantom, F),
                              (post.transitions, TR), (post.start, ST), (post.persona_run, PR), (post.user_run, UR)):
             np.testing.assert_allclose(mine, theirs, atol=1e-9)
@@ -170,10 +170,10 @@ def test_dp_run_scores_none_are_zeros_and_are_used():
         log_trans=np.log(rng.dirichlet(np.ones(3), size=(T, 3))), log_start=np.log(np.full(3, 1 / 3)),
         log_keep=np.log(0.8), log_skip=np.log(0.2), log_phantom=np.log(0.05), max_phantoms=1,
     )
-    none = dp.Lattice(**kw)
+    none = lattice.Lattice(**kw)
     assert none.persona_run is None and none.user_run is None
-    zeros = dp.Lattice(**kw, persona_run=np.zeros((m + 1, 2)), user_run=np.zeros((n + 1, 2)))
-    only_p = dp.Lattice(**kw, persona_run=np.zeros((m + 1, 2)))
+    zeros = lattice.Lattice(**kw, persona_run=np.zeros((m + 1, 2)), user_run=np.zeros((n + 1, 2)))
+    only_p = lattice.Lattice(**kw, persona_run=np.zeros((m + 1, 2)))
     a = dp.forward_backward(none)
     best = dp.viterbi(none)
     for lat in (zeros, only_p):
@@ -185,7 +185,7 @@ def test_dp_run_scores_none_are_zeros_and_are_used():
         assert vb.score == best.score and vb.steps == best.steps and vb.skipped == best.skipped
     # the run events are counted without run scores: one per label after the first, persona
     # stay + leave match the persona rows of the transitions
-    total = a.persona_run.sum() + a.user_run.sum() + a.transitions[1:, dp.PAUSE].sum()
+    total = a.persona_run.sum() + a.user_run.sum() + a.transitions[1:, lattice.PAUSE].sum()
     assert total == pytest.approx(T - 1, abs=1e-9)
     assert a.persona_run[:, 0].sum() == pytest.approx(a.transitions[1:, 0, 0].sum(), abs=1e-9)
     assert a.persona_run[:, 1].sum() == pytest.approx(a.transitions[1:, 0, 1:].sum(), abs=1e-9)
@@ -193,27 +193,27 @@ def test_dp_run_scores_none_are_zeros_and_are_used():
     # forbidding every persona stay forbids persona -> persona everywhere
     no_stay = np.zeros((m + 1, 2))
     no_stay[:, 0] = -np.inf
-    c = dp.forward_backward(dp.Lattice(**kw, persona_run=no_stay))
+    c = dp.forward_backward(lattice.Lattice(**kw, persona_run=no_stay))
     assert np.isfinite(c.loglik) and c.loglik < a.loglik
     assert np.abs(c.transitions[:, 0, 0]).max() == 0.0 and np.abs(c.persona_run[:, 0]).max() == 0.0
-    steps = dp.viterbi(dp.Lattice(**kw, persona_run=no_stay)).steps
-    assert not any(s1.kind == s2.kind == dp.PERSONA for s1, s2 in zip(steps, steps[1:]))
+    steps = dp.viterbi(lattice.Lattice(**kw, persona_run=no_stay)).steps
+    assert not any(s1.kind == s2.kind == lattice.PERSONA for s1, s2 in zip(steps, steps[1:]))
 
 
 def test_lattice_validates_run_scores():
     base = (np.zeros((3, 1, 1)), np.zeros((3, 2, 1)), np.zeros(3), np.zeros(1, bool), np.zeros((3, 3)), np.zeros(3))
     with pytest.raises(ValueError, match=r"persona_run must be \(m\+1, 2\) = \(2, 2\)"):
-        dp.Lattice(*base, persona_run=np.zeros((1, 2)))
+        lattice.Lattice(*base, persona_run=np.zeros((1, 2)))
     with pytest.raises(ValueError, match=r"user_run must be \(n\+1, 2\) = \(3, 2\)"):
-        dp.Lattice(*base, user_run=np.zeros((3,)))
+        lattice.Lattice(*base, user_run=np.zeros((3,)))
     with pytest.raises(ValueError, match="NaN"):
-        dp.Lattice(*base, user_run=np.full((3, 2), np.nan))
-    dp.Lattice(*base, persona_run=np.full((2, 2), -np.inf), user_run=[[0, 0]] * 3)
+        lattice.Lattice(*base, user_run=np.full((3, 2), np.nan))
+    lattice.Lattice(*base, persona_run=np.full((2, 2), -np.inf), user_run=[[0, 0]] * 3)
 
 
 def test_posteriors_of_each_label_sum_to_one():
     rng = np.random.default_rng(3)
-    lat = dp.Lattice(
+    lat = lattice.Lattice(
         emit_persona=rng.normal(size=(9, 6, 3)), emit_user=rng.normal(size=(9, 5, 3)), emit_pause=rng.normal(size=9),
         persona_blank=np.array([False, True, False, False, True, False]),
         log_trans=np.log(np.full((3, 3), 1 / 3)), log_start=np.log(np.full(3, 1 / 3)),
@@ -233,8 +233,8 @@ def test_posteriors_of_each_label_sum_to_one():
 
 def test_lattice_rejects_bad_shapes_and_knows_infeasible():
     with pytest.raises(ValueError, match="emit_persona must be"):
-        dp.Lattice(np.zeros((2, 3)), np.zeros((2, 1, 1)), np.zeros(2), np.zeros(3, bool), np.zeros((3, 3)), np.zeros(3))
-    lat = dp.Lattice(np.zeros((3, 1, 1)), np.zeros((3, 1, 1)), np.zeros(3), np.zeros(1, bool), np.zeros((3, 3)), np.zeros(3))
+        lattice.Lattice(np.zeros((2, 3)), np.zeros((2, 1, 1)), np.zeros(2), np.zeros(3, bool), np.zeros((3, 3)), np.zeros(3))
+    lat = lattice.Lattice(np.zeros((3, 1, 1)), np.zeros((3, 1, 1)), np.zeros(3), np.zeros(1, bool), np.zeros((3, 3)), np.zeros(3))
     assert not lat.feasible  # 2 lines, 3 labels, no phantom
     assert dp.forward_backward(lat).loglik == -np.inf and dp.viterbi(lat).steps == []
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from psyattrs.align import dp
+from psyattrs.align import lattice
 from psyattrs.align.rounds import NOT_COUNTED, Conversation, Fit
 from psyattrs.align.scoring import SIGNATURE
 from psyattrs.data.table import Corpus, final_column, normalize_table
@@ -91,15 +91,15 @@ def conversation_rows(c: Conversation, f: Fit) -> list[dict]:
     rows = []
     mode = f.mode
     for st, conf in zip(f.path.steps, f.confidence):
-        if st.kind == dp.PERSONA:
+        if st.kind == lattice.PERSONA:
             a = int(mode.p_items[st.start])
             rows.append(dict(speaker="persona", is_pause=False, text="\n".join(c.p_text[a : a + st.k]), t=st.t,
                              line_start=a, line_end=a + st.k, confidence=float(conf)))
-        elif st.kind == dp.USER:
+        elif st.kind == lattice.USER:
             a = int(mode.u_items[st.start])
             rows.append(dict(speaker="user", is_pause=False, text="\n".join(c.u_text[a : a + st.k]), t=st.t,
                              line_start=a, line_end=a + st.k, confidence=float(conf)))
-        elif st.kind == dp.PAUSE:
+        elif st.kind == lattice.PAUSE:
             a = int(mode.p_items[st.start])
             rows.append(dict(speaker="persona", is_pause=True, text=c.p_text[a], t=st.t, line_start=a, line_end=a + 1,
                              confidence=float(conf)))
@@ -127,8 +127,8 @@ def report_table(corpus: Corpus, convs: list[Conversation], fits: list[Fit | Non
             by_doc[c.doc_id] = r
             continue
         steps = f.path.steps
-        units = [st for st in steps if st.kind in (dp.PERSONA, dp.USER)]
-        pauses = [st for st in steps if st.kind in (dp.PAUSE, dp.PHANTOM)]
+        units = [st for st in steps if st.kind in (lattice.PERSONA, lattice.USER)]
+        pauses = [st for st in steps if st.kind in (lattice.PAUSE, lattice.PHANTOM)]
         speakers = [st.kind for st in units]
         runs = 1 + sum(a != b for a, b in zip(speakers, speakers[1:])) if speakers else 0
         on_sig = (
@@ -139,9 +139,9 @@ def report_table(corpus: Corpus, convs: list[Conversation], fits: list[Fit | Non
             status="aligned", reason="", mode=f.mode.name, loglik=f.loglik, loglik_other_mode=f.loglik_other,
             mode_probability=f.mode_prob, merged_lines=sum(st.k - 1 for st in units),
             multi_line_units=sum(st.k > 1 for st in units),
-            pauses_on_labels=sum(st.kind == dp.PAUSE for st in steps),
+            pauses_on_labels=sum(st.kind == lattice.PAUSE for st in steps),
             pauses_unlabelled=int(c.p_blank.sum()) if f.mode.name == NOT_COUNTED else 0,
-            pauses_without_line=sum(st.kind == dp.PHANTOM for st in steps),
+            pauses_without_line=sum(st.kind == lattice.PHANTOM for st in steps),
             blank_lines_skipped=int(c.u_blank.sum()) + len(f.path.skipped),
             pause_on_signature=on_sig, speaker_runs=runs,
             mean_confidence=float(f.confidence.mean()) if len(f.confidence) else float("nan"),

@@ -4,7 +4,7 @@ units, lattices, and the re-estimation between rounds.
 `read_conversations` turns a public corpus into `Conversation`s with their pause treatments
 (`Mode`); `Candidates` lists every unit a reading may use (runs of 1..K consecutive non-blank lines
 of one speaker) with their features and length priors; `Aligner` scores them (`emissions`), builds
-one `psyattrs.align.dp.Lattice` per conversation and treatment, runs the DP (`align_one`,
+one `psyattrs.align.lattice.Lattice` per conversation and treatment, runs the DP (`align_one`,
 `decode`) and turns posteriors into training targets and expected counts (`m_step`). Internal to
 the aligner: `align_public` is the entry point.
 """
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from psyattrs.align import dp
+from psyattrs.align import dp, lattice
 from psyattrs.align.scoring import (
     BoundaryModel,
     ModelScorer,
@@ -256,8 +256,8 @@ class Fit:
     loglik: float
     loglik_other: float
     mode_prob: float
-    post: dp.Posteriors
-    path: dp.Path | None = None  # the best reading, once decoded
+    post: lattice.Posteriors
+    path: lattice.Path | None = None  # the best reading, once decoded
     confidence: np.ndarray | None = None  # per step of the path
 
     def top_posterior(self) -> np.ndarray:
@@ -279,13 +279,13 @@ class Fit:
         m, K = self.post.persona.shape[1:]
         n = self.post.user.shape[1]
         if code < m * K:
-            return (dp.PERSONA, int(self.mode.p_items[code // K]), code % K + 1)
+            return (lattice.PERSONA, int(self.mode.p_items[code // K]), code % K + 1)
         if code < (m + n) * K:
             j, k = divmod(code - m * K, K)
-            return (dp.USER, int(self.mode.u_items[j]), k + 1)
+            return (lattice.USER, int(self.mode.u_items[j]), k + 1)
         if code < (m + n) * K + m:
-            return (dp.PAUSE, int(self.mode.p_items[code - (m + n) * K]), 1)
-        return (dp.PHANTOM, -1, 0)
+            return (lattice.PAUSE, int(self.mode.p_items[code - (m + n) * K]), 1)
+        return (lattice.PHANTOM, -1, 0)
 
     def placement(self) -> list[tuple]:
         """Per label, the unit of highest posterior: (kind, first line, lines) in the speaker's
@@ -393,7 +393,7 @@ class Aligner:
             e += logp[head.name][a:b][:, c.labels[:, col]]
         return self.settings.emission_weight * e
 
-    def lattice(self, ci: int, mi: int, E: np.ndarray, priors: Priors) -> dp.Lattice:
+    def lattice(self, ci: int, mi: int, E: np.ndarray, priors: Priors) -> lattice.Lattice:
         c, mode = self.convs[ci], self.convs[ci].modes[mi]
         ids_p, ids_u = self.ids[self._mode_index[(ci, mi)]]
         a = c.cand[0]
@@ -418,7 +418,7 @@ class Aligner:
             scores = self.run.log_scores()
             for name, pair in zip(("persona_run", "user_run"), self.pairs[self._mode_index[(ci, mi)]]):
                 runs[name] = np.where((pair >= 0)[:, None], scores[np.maximum(pair, 0)], 0.0)
-        return dp.Lattice(
+        return lattice.Lattice(
             emit_persona=emit(ids_p),
             emit_user=emit(ids_u),
             emit_pause=self.settings.emission_weight * priors.log_pause(c.labels, self.schema) if c.T else np.zeros(0),
@@ -432,7 +432,7 @@ class Aligner:
             **runs,
         )
 
-    def _lattices(self, ci: int, logp: dict[str, np.ndarray], priors: Priors) -> list[dp.Lattice]:
+    def _lattices(self, ci: int, logp: dict[str, np.ndarray], priors: Priors) -> list[lattice.Lattice]:
         c = self.convs[ci]
         E = self.emissions(c, logp)
         lats = []
@@ -466,7 +466,7 @@ class Aligner:
         return fit
 
     @staticmethod
-    def _decode(fit: Fit, lat: dp.Lattice) -> None:
+    def _decode(fit: Fit, lat: lattice.Lattice) -> None:
         fit.path = dp.viterbi(lat)
         fit.confidence = np.array([step_posterior(fit.post, st) for st in fit.path.steps]) * fit.mode_prob
 
@@ -482,7 +482,7 @@ class Aligner:
             return None
         return max(0.0, self.settings.runs_per_turn * c.total_turn - 1 - n_pauses * priors.cross_pause_share())
 
-    def _update_tilt(self, ci: int, mode: Mode, post: dp.Posteriors, priors: Priors) -> None:
+    def _update_tilt(self, ci: int, mode: Mode, post: lattice.Posteriors, priors: Priors) -> None:
         """One damped Newton step of the conversation's shift toward its expected number of changes."""
         c = self.convs[ci]
         if not self.settings.match_turns or not np.isfinite(c.total_turn) or c.T < 2:
@@ -559,12 +559,12 @@ class Aligner:
         return np.clip(np.cumsum(diff)[cands.pair_left_arr], 0.0, 1.0)
 
 
-def step_posterior(post: dp.Posteriors, st: dp.Step) -> float:
-    if st.kind == dp.PERSONA:
+def step_posterior(post: lattice.Posteriors, st: lattice.Step) -> float:
+    if st.kind == lattice.PERSONA:
         return float(post.persona[st.t, st.start, st.k - 1])
-    if st.kind == dp.USER:
+    if st.kind == lattice.USER:
         return float(post.user[st.t, st.start, st.k - 1])
-    if st.kind == dp.PAUSE:
+    if st.kind == lattice.PAUSE:
         return float(post.pause[st.t, st.start])
     return float(post.phantom[st.t])
 
