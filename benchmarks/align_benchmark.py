@@ -165,7 +165,7 @@ def real_part(iterations: int) -> None:
     from sklearn.model_selection import GroupKFold
 
     from psyattrs.align import align_public
-    from psyattrs.align.scoring import SIGNATURE
+    from psyattrs.align.priors import SIGNATURE
     from psyattrs.data.opela import read_public
     from psyattrs.schema import OPELA
 

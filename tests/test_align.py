@@ -22,7 +22,7 @@ from psyattrs.data import load_corpus
 from psyattrs.align import dp, lattice
 from psyattrs.align import ALIGN_COLUMNS, AlignSettings, align_public, write_aligned
 from psyattrs.align.eval import alternating_reading, pause_anchored_reading, score_reading
-from psyattrs.align.scoring import calibrate
+from psyattrs.align.priors import calibrate
 from psyattrs.data.opela import read_public
 from psyattrs.schema import OPELA
 
@@ -532,7 +532,7 @@ def test_training_config_can_point_at_the_public_file(tmp_path, monkeypatch):
 
 
 def test_token_stats_see_words_that_follow_each_other_inside_lines():
-    from psyattrs.align.scoring import TokenStats, boundary_features
+    from psyattrs.align.priors import TokenStats, boundary_features
 
     lines = ["내 주말 루틴이야", "내 주말 계획은 비밀이야", "오늘 뭐 했어?", "주말 어땠어?", "좋아"]
     stats = TokenStats(lines)
@@ -546,7 +546,7 @@ def test_token_stats_see_words_that_follow_each_other_inside_lines():
 
 
 def test_run_model_learns_where_runs_end_and_scores_as_likelihood_ratios():
-    from psyattrs.align.scoring import RunModel, boundary_features
+    from psyattrs.align.priors import RunModel, boundary_features
 
     rng = np.random.default_rng(0)
     asks = ["뭐 좋아해?", "어디 가?", "주말에 뭐 했어?", "너는 어때?"]

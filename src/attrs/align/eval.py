@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from psyattrs.align.scoring import SIGNATURE
+from psyattrs.align.priors import SIGNATURE
 from psyattrs.data.table import Corpus, final_column, normalize_table
 
 READING_COLUMNS = ("align_confidence", "label_position", "line_start", "line_end")

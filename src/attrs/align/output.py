@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 
 from psyattrs.align import lattice
+from psyattrs.align.priors import SIGNATURE
 from psyattrs.align.rounds import NOT_COUNTED, Conversation, Fit
-from psyattrs.align.scoring import SIGNATURE
 from psyattrs.data.table import Corpus, final_column, normalize_table
 from psyattrs.schema import Schema
 

@@ -22,13 +22,13 @@ plus the log-priors of the speaker transitions and of the message lengths:
 
 - speaker changes: a Markov chain over persona and user units whose change probability into each
   label is learnt from the labels themselves (a question is answered by the other speaker, a
-  reaction follows the partner's disclosure: `align_scoring.SwitchModel`) and scaled per
+  reaction follows the partner's disclosure: `priors.SwitchModel`) and scaled per
   conversation so that the expected number of speaker runs is `runs_per_turn` x `total_turn`;
   pauses are a third state whose place (after which speaker, before which) is learnt;
-- where a speaker's run ends: `align_scoring.RunModel`, learnt from the text of the two lines
+- where a speaker's run ends: `priors.RunModel`, learnt from the text of the two lines
   around each possible end (a question closes a message, an answer or a reaction opens one),
   as a likelihood ratio on top of the label-based change probability;
-- message lengths: where a line continues into the next (`align_scoring.BoundaryModel`, learnt
+- message lengths: where a line continues into the next (`priors.BoundaryModel`, learnt
   from the characters around the break and from where the words around it sit in the corpus's
   lines), scaled per conversation and treatment to the number of lines that treatment must merge.
 
@@ -57,9 +57,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from psyattrs.align.classifier import FixedScorer, PriorScorer
 from psyattrs.align.output import ALIGN_COLUMNS, REPORT_COLUMNS, report_table, unfit_reason, utterance_table
 from psyattrs.align.rounds import COUNTED, NOT_COUNTED, Aligner, Fit, read_conversations
-from psyattrs.align.scoring import FixedScorer, PriorScorer
 from psyattrs.align.settings import AlignSettings
 from psyattrs.data.table import Corpus, Problem, final_column
 from psyattrs.schema import Schema

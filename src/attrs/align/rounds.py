@@ -18,17 +18,8 @@ import numpy as np
 import pandas as pd
 
 from psyattrs.align import dp, lattice
-from psyattrs.align.scoring import (
-    BoundaryModel,
-    ModelScorer,
-    Priors,
-    RunModel,
-    SwitchModel,
-    TfidfScorer,
-    TokenStats,
-    boundary_features,
-    calibrate,
-)
+from psyattrs.align.classifier import ModelScorer, TfidfScorer
+from psyattrs.align.priors import BoundaryModel, Priors, RunModel, SwitchModel, TokenStats, boundary_features, calibrate
 from psyattrs.align.settings import TFIDF_FEATURES, AlignSettings
 from psyattrs.data.table import Corpus, final_column, normalize_table
 from psyattrs.schema import Schema
@@ -359,7 +350,7 @@ class Aligner:
         s = self.settings
         fold = self.conv_fold[self.cands.conv]
         if s.model_kind == "tfidf":
-            from psyattrs.align.scoring import unit_matrix
+            from psyattrs.align.classifier import unit_matrix
             from psyattrs.features.text import TextFeaturizer
 
             lines = self.cands.line_text

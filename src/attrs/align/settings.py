@@ -40,7 +40,7 @@ class AlignSettings:
         min_change: stop once at most this share of the labels changed unit in a round, or the
             posteriors moved at most this much (`AlignResult.history`'s `moved`).
         run_model: score where each speaker's runs end from the text around the break
-            (`align_scoring.RunModel`, learnt from the rounds' posteriors).
+            (`priors.RunModel`, learnt from the rounds' posteriors).
         seed: folds and solvers.
     """
 
