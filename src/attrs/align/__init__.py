@@ -1,8 +1,16 @@
-"""align stage: reconstructs the sentence order of the OPELA public release (`reconstruct`:
-`align_public`, `aligned_corpus`, the writers; `dp`: the exact dynamic programme over merges;
-`scoring`: the label classifier and the priors; `rounds`: conversations, candidate units and
-re-estimation; `output`: the tables; `eval`: naive readings and scoring against a known truth).
-It trains and loads models, so it sits above models/."""
+"""align stage: reconstructs the sentence order of the OPELA public release. It trains and loads
+models, so it sits above models/.
+
+- `reconstruct`: `align_public` (the rounds, described in its docstring), `aligned_corpus` (the
+  cached alignment training reads), the writers; start reading here.
+- `settings`: `AlignSettings`.
+- `conversations`: the release's conversations, their pause treatments and candidate units.
+- `classifier`: log P(labels | unit) from a sentence classifier.
+- `priors`: the label-free parts of the score (line continuation, run ends, speaker changes).
+- `rounds`: `Aligner`: lattices, the DP, re-estimation between rounds.
+- `lattice` and `dp`: the exact dynamic programme over merges (its input and output; the passes).
+- `output`: the utterance table and the report; `eval`: naive readings, scoring against a truth.
+"""
 
 from psyattrs.align.reconstruct import (
     ALIGN_COLUMNS,

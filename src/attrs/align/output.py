@@ -6,8 +6,9 @@ import numpy as np
 import pandas as pd
 
 from psyattrs.align import lattice
+from psyattrs.align.conversations import NOT_COUNTED, Conversation
 from psyattrs.align.priors import SIGNATURE
-from psyattrs.align.rounds import NOT_COUNTED, Conversation, Fit
+from psyattrs.align.rounds import Fit
 from psyattrs.data.table import Corpus, final_column, normalize_table
 from psyattrs.schema import Schema
 

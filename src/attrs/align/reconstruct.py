@@ -42,9 +42,7 @@ units instead, and only the priors are re-estimated. Forward-backward gives each
 `align_confidence`: the posterior probability that exactly these lines hold exactly this label,
 times the posterior of the pause treatment.
 
-Modules: `align_dp` (the exact DP), `align_scoring` (classifier, priors), `align_rounds`
-(conversations, candidate units, lattices, re-estimation), `align_output` (tables),
-`align_eval` (naive readings, scoring against a known truth).
+The modules of `psyattrs.align` are listed in its `__init__`.
 """
 
 from __future__ import annotations
@@ -58,8 +56,9 @@ import numpy as np
 import pandas as pd
 
 from psyattrs.align.classifier import FixedScorer, PriorScorer
+from psyattrs.align.conversations import COUNTED, NOT_COUNTED, Conversation, read_conversations
 from psyattrs.align.output import ALIGN_COLUMNS, REPORT_COLUMNS, report_table, unfit_reason, utterance_table
-from psyattrs.align.rounds import COUNTED, NOT_COUNTED, Aligner, Fit, read_conversations
+from psyattrs.align.rounds import Aligner, Fit
 from psyattrs.align.settings import AlignSettings
 from psyattrs.data.table import Corpus, Problem, final_column
 from psyattrs.schema import Schema
