@@ -32,7 +32,8 @@ import pandas as pd
 
 from psyattrs.synth import dialogue as sim
 from psyattrs.synth import lexicon as lex
-from psyattrs.synth.dialogue import PERSONAS, PersonaSpec, persona_spec
+from psyattrs.synth import people
+from psyattrs.synth.people import PERSONAS, PersonaSpec, persona_spec
 from psyattrs.synth.public import PublicTruth, write_public
 from psyattrs.data.table import Corpus, final_column, labeler_column, normalize_table, true_column
 from psyattrs.schema import OPELA
@@ -212,13 +213,13 @@ def _simulate(n_dialogues: int, seed: int, rates: sim.Rates, min_turns: int, max
     once, which keeps doc_id (persona_user_turns_sentences) unique.
     """
     n_users = max(1, math.ceil(0.7 * n_dialogues))
-    users: dict[int, sim.UserSpec] = {}
+    users: dict[int, people.UserSpec] = {}
     pairs: set[tuple[str, int]] = set()
     cols: list[list] = [[] for _ in range(sim.ACT)]
     docs: list[dict] = []
     for i in range(n_dialogues):
         rng = random.Random(f"dialogue-{seed}-{i}")
-        persona = sim.pick_persona(rng)
+        persona = people.pick_persona(rng)
         u, tries = rng.randrange(n_users), 0
         while (persona.name, u) in pairs:
             u, tries = (u + 1) % n_users, tries + 1
@@ -226,7 +227,7 @@ def _simulate(n_dialogues: int, seed: int, rates: sim.Rates, min_turns: int, max
                 u, n_users = n_users, n_users + 1
         pairs.add((persona.name, u))
         if u not in users:
-            users[u] = sim.make_user(seed, u)
+            users[u] = people.make_user(seed, u)
         n_turns = sim.draw_turns(rng, min_turns, max_turns)
         writer = sim.DialogueWriter(rng, persona, users[u], rates)
         rows, hours = writer.write(n_turns, sim.draw_pause_count(rng))

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from psyattrs.synth.dialogue import PersonaSpec, persona_spec
+from psyattrs.synth.people import PersonaSpec, persona_spec
 from psyattrs.data.table import final_column
 from psyattrs.schema import OPELA
 
