@@ -45,6 +45,7 @@ import pandas as pd
 
 from psyattrs.data.table import final_column
 from psyattrs.errors import InputFileError
+from psyattrs.reports.plots import effects_figure
 
 SURVEY_ITEMS: tuple[str, ...] = ("friend", "attract", "connect", "respect", "fun", "natural", "blri")
 OUTCOME_NAMES: dict[str, str] = {
@@ -525,8 +526,6 @@ def write_analysis(result: AnalysisResult, out: "str | Path") -> dict[str, Path]
     Returns:
         name -> path of what was written (`plots` is the folder).
     """
-    from psyattrs.reports.plots import effects_figure
-
     folder = Path(out)
     (folder / "plots").mkdir(parents=True, exist_ok=True)
     paths = {"profiles": folder / "profiles.csv", "effects": folder / "effects.csv",
@@ -539,7 +538,20 @@ def write_analysis(result: AnalysisResult, out: "str | Path") -> dict[str, Path]
         header.append(f"constant features left out: {', '.join(result.dropped_features)}")
     paths["summary"].write_text("\n".join([*header, result.format(), ""]), encoding="utf-8")
     for outcome in result.fits["outcome"]:
-        fig = effects_figure(result, outcome)
+        fig = outcome_figure(result, outcome)
         fig.savefig(folder / "plots" / f"{outcome}.png", dpi=110)
     return paths
+
+
+def outcome_figure(result: AnalysisResult, outcome: str):
+    """The forest plot of one outcome's standardised coefficients, titled with its CV R² against
+    the mean-only baseline (`psyattrs.reports.plots.effects_figure`)."""
+    fit = result.fits[result.fits["outcome"] == outcome]
+    if fit.empty:
+        raise ValueError(f"outcome {outcome!r} was not analysed; analysed: {result.fits['outcome'].tolist()}")
+    fit = fit.iloc[0]
+    verdict = "beats" if fit["beats_baseline"] else "does not beat"
+    title = (f"{outcome_label(outcome)}\nn={fit['n']}, CV R² {fit['cv_r2']:.3f} vs mean-only "
+             f"{fit['baseline_cv_r2']:.3f}: {verdict} the baseline")
+    return effects_figure(result.effects[result.effects["outcome"] == outcome], title=title)
 

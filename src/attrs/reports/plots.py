@@ -83,29 +83,24 @@ def learning_curves_figure(histories: Mapping[str, pd.DataFrame]):
     return fig
 
 
-def effects_figure(result, outcome: str):
-    """Standardised coefficients of one outcome with their bootstrap intervals (a forest plot),
-    titled with the cross-validated R² against the mean-only baseline.
+def effects_figure(effects: pd.DataFrame, *, title: str):
+    """Standardised coefficients with their confidence intervals (a forest plot); blue where the
+    interval excludes 0.
 
     Args:
-        result: a `psyattrs.reports.analyze.AnalysisResult`.
-        outcome: one of `result.fits["outcome"]`.
+        effects: one outcome's rows of `AnalysisResult.effects` (`feature`, `coef`, `ci_low`, `ci_high`).
+        title: the plot's title (the outcome, its CV R² against the baseline).
     """
-    from psyattrs.reports.analyze import outcome_label
-
-    effects = result.effects[result.effects["outcome"] == outcome].iloc[::-1]
-    fit = result.fits[result.fits["outcome"] == outcome].iloc[0]
+    effects = effects.iloc[::-1]
     fig, ax = new_figure(6.4, 0.35 * len(effects) + 1.6)
     y = np.arange(len(effects))
     crosses = (effects["ci_low"] > 0) | (effects["ci_high"] < 0)
     for yi, row, clear in zip(y, effects.itertuples(index=False), crosses):
-        color = "tab:blue" if clear else "tab:gray"  # blue: the interval excludes 0
+        color = "tab:blue" if clear else "tab:gray"
         ax.errorbar([row.coef], [yi], xerr=[[row.coef - row.ci_low], [row.ci_high - row.coef]], fmt="o",
                     color=color, capsize=3)
     ax.axvline(0, color="black", linewidth=0.8)
     ax.set_yticks(y, effects["feature"])
     ax.set_xlabel("standardised coefficient (95% bootstrap CI)")
-    verdict = "beats" if fit["beats_baseline"] else "does not beat"
-    ax.set_title(f"{outcome_label(outcome)}\nn={fit['n']}, CV R² {fit['cv_r2']:.3f} vs mean-only "
-                 f"{fit['baseline_cv_r2']:.3f}: {verdict} the baseline", fontsize=9)
+    ax.set_title(title, fontsize=9)
     return fig
