@@ -161,6 +161,16 @@ def test_annotated_file_with_outcomes_file_and_cli(tmp_path, synth, capsys):
     assert (out / "plots" / "fun_user.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_annotated_ids_match_the_public_release_survey(tmp_path, synth):
+    # annotated doc_ids end in the labeler ids; the public release (which holds the survey) has none
+    annotated, public = tmp_path / "annotated.csv", tmp_path / "public.csv"
+    write_annotated(synth.utterances, annotated)
+    write_public(synth.utterances, synth.conversations, public, seed=1)
+    data = load_analysis_input(annotated, outcomes=public)
+    assert data.by_speaker and data.profiles.index.isin(data.outcomes.index).all()
+    assert not data.profiles.index.str.endswith("L1-L2-L3").any()
+
+
 def test_predicted_attributes_from_a_model(tmp_path, synth):
     from psyattrs import Predictor
     from psyattrs.models.base import build_model

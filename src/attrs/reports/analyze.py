@@ -500,8 +500,33 @@ def load_analysis_input(path: "str | Path", *, outcomes: "str | Path | None" = N
     if found_outcomes is None:
         raise InputFileError(p, "no survey outcomes: pass --outcomes FILE (a table with doc_id and "
                                 f"survey columns such as {OUTCOMES[0]}, e.g. the public release)")
+    profiles = match_doc_ids(profiles, found_outcomes)
     by_speaker = any(c.startswith("persona_") for c in profiles.columns)
     return AnalysisInput(profiles, found_outcomes, kind, by_speaker, str(p))
+
+
+def match_doc_ids(profiles: pd.DataFrame, outcomes: pd.DataFrame) -> pd.DataFrame:
+    """`profiles` re-indexed to the outcome table's ids where they name the same conversation.
+
+    The annotated data's `doc_id` is `persona_user_turns_sentences_labelers`; the public release's
+    (which holds the survey) lacks the labelers and may count the sentences without the pauses.
+    When no profile id is an outcome id, the ids are matched on `persona_user_turns` (where that
+    key is unique on both sides) and the matched profiles take the outcome ids; otherwise the
+    profiles are returned unchanged.
+    """
+    if profiles.index.isin(outcomes.index).any():
+        return profiles
+
+    def key(ids: pd.Index) -> pd.Index:
+        return pd.Index(["_".join(str(doc).split("_")[:3]) if str(doc).count("_") >= 3 else str(doc) for doc in ids])
+
+    mine, theirs = key(profiles.index), key(outcomes.index)
+    if not (mine.is_unique and theirs.is_unique) or not mine.isin(theirs).any():
+        return profiles
+    lookup = pd.Series(outcomes.index, index=theirs)
+    out = profiles[mine.isin(theirs)].copy()
+    out.index = pd.Index(lookup.loc[mine[mine.isin(theirs)]].to_numpy(), name="doc_id")
+    return out
 
 
 def analyze_path(
