@@ -7,12 +7,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from psyattrs import synthesize
+from psyattrs.cli import main
 from psyattrs.errors import InputFileError
-from psyattrs.data.synth import synthesize, write_annotated, write_public
 from psyattrs.reports.analyze import (
     OUTCOMES,
     conversation_profiles,
     load_analysis_input,
+    match_doc_ids,
     outcome_table,
     relate,
 )
@@ -24,6 +26,13 @@ FAST = {"repeats": 4, "bootstrap": 200}
 @pytest.fixture(scope="module")
 def synth():
     return synthesize(160, seed=11)
+
+
+def _write(tmp_path, fmt: str):
+    """The `synth` corpus written by `psyattrs data synth` in the annotated or the public layout."""
+    path = tmp_path / f"{fmt}.csv"
+    assert main(["data", "synth", "--out", str(path), "--dialogues", "160", "--seed", "11", "--format", fmt]) == 0
+    return path
 
 
 def _table(rows):
@@ -122,15 +131,13 @@ def test_constant_features_are_left_out_and_settings_checked(synth):
 
 
 def test_public_release_needs_no_alignment(tmp_path, synth):
-    path = tmp_path / "public.csv"
-    truth = write_public(synth.utterances, synth.conversations, path, seed=1)
-    data = load_analysis_input(path)
+    data = load_analysis_input(_write(tmp_path, "public"))
     assert not data.by_speaker and len(data.profiles) == 160 and len(data.outcomes) == 160
     assert "public release" in data.describe()
     # the whole-conversation profile is the one the sentence table gives (pauses aside: the public
     # release cannot tell them apart, so they count as sentences with all-zero labels)
-    source = truth.conversations.set_index("doc_id")["source_doc_id"]
-    direct = conversation_profiles(synth.utterances, by_speaker=False).loc[source.loc[data.profiles.index]]
+    direct = match_doc_ids(conversation_profiles(synth.utterances, by_speaker=False), data.outcomes)
+    direct = direct.loc[data.profiles.index]
     for feature in ("engage_share", "self_level", "empathy_level"):
         public, sentences = data.profiles[feature].to_numpy(), direct[feature].to_numpy()
         assert np.corrcoef(public, sentences)[0, 1] > 0.9, feature
@@ -138,10 +145,8 @@ def test_public_release_needs_no_alignment(tmp_path, synth):
 
 
 def test_annotated_file_with_outcomes_file_and_cli(tmp_path, synth, capsys):
-    from psyattrs.cli import main
-
-    annotated = tmp_path / "annotated.csv"
-    write_annotated(synth.utterances, annotated)
+    annotated = _write(tmp_path, "annotated")
+    capsys.readouterr()
     outcomes = tmp_path / "survey.csv"
     synth.conversations.to_csv(outcomes, index=False)
     assert main(["analyze", str(annotated)]) == 2
@@ -163,9 +168,7 @@ def test_annotated_file_with_outcomes_file_and_cli(tmp_path, synth, capsys):
 
 def test_annotated_ids_match_the_public_release_survey(tmp_path, synth):
     # annotated doc_ids end in the labeler ids; the public release (which holds the survey) has none
-    annotated, public = tmp_path / "annotated.csv", tmp_path / "public.csv"
-    write_annotated(synth.utterances, annotated)
-    write_public(synth.utterances, synth.conversations, public, seed=1)
+    annotated, public = _write(tmp_path, "annotated"), _write(tmp_path, "public")
     data = load_analysis_input(annotated, outcomes=public)
     assert data.by_speaker and data.profiles.index.isin(data.outcomes.index).all()
     assert not data.profiles.index.str.endswith("L1-L2-L3").any()

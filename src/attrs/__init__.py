@@ -9,15 +9,17 @@ from typing import Any
 from psyattrs.schema import OPELA, Schema, load_schema
 
 __version__ = "0.1.0"
-__all__ = ["OPELA", "Predictor", "Schema", "load_schema", "predict", "train", "__version__"]
+__all__ = ["OPELA", "Predictor", "Schema", "load_corpus", "load_schema", "predict", "synthesize", "train",
+           "__version__"]
 
 _LAZY = {"predict": "psyattrs.serving.predict", "Predictor": "psyattrs.serving.predict",
-         "train": "psyattrs.reports.report"}
+         "train": "psyattrs.reports.report", "load_corpus": "psyattrs.data", "synthesize": "psyattrs.data.synth"}
 
 
 def __getattr__(name: str) -> Any:
-    """`predict`, `Predictor` and `train` are imported on first use (they pull in MLflow and the models);
-    `train` trains an experiment and logs its run report (`psyattrs.reports.report.train`)."""
+    """`predict`, `Predictor`, `train`, `load_corpus` and `synthesize` are imported on first use (they
+    pull in MLflow, the models, pandas); `train` trains an experiment and logs its run report
+    (`psyattrs.reports.report.train`)."""
     if name in _LAZY:
         import importlib
 
