@@ -109,3 +109,21 @@ def test_report_renders_in_headless_chromium(trained, store, tmp_path):
         assert image["complete"] and image["width"] > 300 and image["height"] > 200, image
     assert seen.console_errors == [] and seen.exceptions == [] and seen.failed_requests == []
     assert seen.screenshot[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_experiments_layer_alone_logs_no_report_and_a_run_without_predictions_still_reports(store, tmp_path):
+    import shutil
+    from urllib.parse import urlparse
+
+    from psyattrs.experiments import load_config, train
+    from psyattrs.reports.report import build_report
+
+    config = load_config(REPO / "experiments" / "majority.yaml",
+                         ["data.synthetic.dialogues=6", f"tracking.uri={store}", "tracking.experiment=no-report"])
+    result = train(config, quiet=True)  # below the reports layer: no report
+    client = mlflow.MlflowClient(tracking_uri=store)
+    assert client.list_artifacts(result.run_id, "report") == []
+    shutil.rmtree(Path(urlparse(result.artifact_uri).path) / "predictions")
+    page = build_report(result.run_id, tracking_uri=store)
+    assert "the run has no predictions artifact" in page and 'alt="confusion matrices"' not in page
+    assert f"<td>{result.metrics['test_macro_f1_mean']:.3f}</td>" in page
