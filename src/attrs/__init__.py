@@ -9,13 +9,17 @@ from typing import Any
 from psyattrs._version import __version__
 from psyattrs.schema import OPELA, Schema, load_schema
 
-__all__ = ["OPELA", "Predictor", "Schema", "load_schema", "predict", "__version__"]
+__all__ = ["OPELA", "Predictor", "Schema", "load_corpus", "load_schema", "predict", "synthesize", "train",
+           "__version__"]
 
-_LAZY = {"predict": "psyattrs.serving.predict", "Predictor": "psyattrs.serving.predict"}
+_LAZY = {"predict": "psyattrs.serving.predict", "Predictor": "psyattrs.serving.predict",
+         "train": "psyattrs.reports.report", "load_corpus": "psyattrs.data", "synthesize": "psyattrs.synth"}
 
 
 def __getattr__(name: str) -> Any:
-    """`predict` and `Predictor` are imported on first use (they pull in MLflow and the models)."""
+    """`predict`, `Predictor`, `train`, `load_corpus` and `synthesize` are imported on first use (they
+    pull in MLflow, the models, pandas); `train` trains an experiment and logs its run report
+    (`psyattrs.reports.report.train`)."""
     if name in _LAZY:
         import importlib
 

@@ -15,6 +15,7 @@ from psyattrs.errors import InputFileError
 from psyattrs.cli import data_align, data_validate, data_stats, data_synth, labels_resolve
 from psyattrs.cli import evaluate as evaluate_cmd, train as train_cmd
 from psyattrs.cli import annotate as annotate_cmd, predict as predict_cmd, register as register_cmd, serve as serve_cmd
+from psyattrs.cli import analyze as analyze_cmd, report as report_cmd
 
 EXIT_BAD_INPUT = 2
 
@@ -46,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     register_cmd.register(groups)
     serve_cmd.register(groups)
     annotate_cmd.register(groups)
+    report_cmd.register(groups)
+    analyze_cmd.register(groups)
     return parser
 
 

@@ -2,7 +2,8 @@
 
 Prints, per run, the per-head table (the model beside the majority floor and the human ceiling)
 and ends with the MLflow run id as the last line of standard output (a sweep prints one id per
-line, in sweep order, the last run's id last). Progress goes to standard error.
+line, in sweep order, the last run's id last). Progress goes to standard error. Every run gets its
+HTML report as the artifact `report/report.html` (`psyattrs.reports.report.train`).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def resolve_config_path(config: Path) -> Path:
 def handler(args: argparse.Namespace) -> int:
     from psyattrs.experiments.config import expand_sweep, load_config
     from psyattrs.experiments.metrics import format_table
-    from psyattrs.experiments.runner import train
+    from psyattrs.reports.report import train  # trains and logs the run report (report/report.html)
 
     config = load_config(resolve_config_path(args.config), args.overrides)
     results = []
