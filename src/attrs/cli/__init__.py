@@ -11,6 +11,7 @@ import argparse
 import sys
 from typing import Sequence
 
+from psyattrs import __version__
 from psyattrs.errors import InputFileError
 from psyattrs.cli import data_align, data_validate, data_stats, data_synth, labels_resolve
 from psyattrs.cli import evaluate as evaluate_cmd, train as train_cmd
@@ -27,6 +28,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="psyattrs", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"psyattrs {__version__}")
     groups = parser.add_subparsers(dest="group", required=True, parser_class=_Parser)
 
     data = groups.add_parser("data", help="read, validate, synthesize and describe corpora")

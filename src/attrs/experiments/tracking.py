@@ -187,6 +187,12 @@ class Run:
             clean = {k: (None if math.isnan(v) else float(v)) for k, v in metrics.items()}
             mlflow.log_dict(clean, "metrics.json")
 
+    def log_params(self, params: Mapping[str, str]) -> None:
+        """Logs run parameters (beside the config's, which `start_run` logs)."""
+        import mlflow
+
+        mlflow.log_params(dict(params))
+
     def log_text(self, text: str, path: str) -> None:
         """Writes `text` as the artifact `path`."""
         import mlflow
