@@ -84,6 +84,9 @@ def artifact_root(uri: str) -> Path | None:
 
 
 def _prepare_store(uri: str) -> None:
+    # creating a sqlite store logs two INFO lines per new database (table creation, migration)
+    for name in ("mlflow.store.db.utils", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     root = artifact_root(uri)
     if root is not None:
         root.parent.mkdir(parents=True, exist_ok=True)
