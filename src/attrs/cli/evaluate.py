@@ -2,7 +2,7 @@
 
 Without `--data` the run's own test split is rebuilt from its logged config and scored again;
 with `--data` every sentence of that corpus is scored. Prints the per-head table (model, floor,
-ceiling); `--json OUT` also writes every metric.
+one labeler against the others); `--json OUT` also writes every metric.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """`psyattrs train CONFIG [--set key=value ...] [--quiet]`: train, score and track an experiment.
 
-Prints, per run, the per-head table (the model beside the majority floor and the human ceiling)
-and ends with the MLflow run id as the last line of standard output (a sweep prints one id per
-line, in sweep order, the last run's id last). Progress goes to standard error.
+Prints, per run, the per-head table (the model beside the majority floor and one labeler scored
+against the others, with a legend) and ends with the MLflow run id as the last line of standard
+output (a sweep prints one id per line, in sweep order, the last run's id last). Progress goes to
+standard error.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@
    synthetic corpus) and splits it by conversation or persona;
 4. builds the targets with `targets.lambda` (`psyattrs.labels.soft.mixed_targets`), fits the model
    with the validation split (calibration, thresholds), scores the test split against the final
-   labels, the labelers and the truth, beside the majority floor and the human ceiling
+   labels, the labelers and the truth, beside the majority floor and one labeler against the others
    (`psyattrs.experiments.metrics`);
 5. logs datasets, the records the reader set aside (`n_set_aside`, `set_aside.jsonl`), metrics,
    reports, plots, predictions and the pyfunc model.
