@@ -188,3 +188,68 @@ def test_make_demo_uses_a_name_of_its_own():
     makefile = (REPO / "Makefile").read_text(encoding="utf-8")
     assert "DEMO_MODEL := psyattrs-make-demo" in makefile and "--owner make-demo" in makefile
     assert "models:/psyattrs-demo@" not in makefile
+
+
+# ------------------------------------------------------------------------------ honest output
+
+
+def test_evaluate_data_says_when_conversations_were_in_the_training_split(tiny_model, tmp_path, capsys):
+    from psyattrs.data.synth import synthesize, write_annotated
+    from psyattrs.experiments.runner import evaluate
+
+    config = tiny_model.result.config
+    syn = config.data.synthetic
+    same = write_annotated(synthesize(syn.dialogues, seed=config.synthetic_seed, rare_boost=syn.rare_boost).utterances,
+                           tmp_path / "same.csv")
+    other = write_annotated(synthesize(4, seed=991).utterances, tmp_path / "other.csv")
+    seen = evaluate(tiny_model.run_id, same, tracking_uri=tiny_model.tracking_uri)
+    n_train = tiny_model.result.metrics["n_train_sentences"]
+    assert seen["n_eval_conversations"] == syn.dialogues and n_train > 0
+    assert 1 <= seen["n_eval_conversations_in_training"] < syn.dialogues
+    assert seen["n_eval_conversations_in_validation"] >= 1  # the run tunes thresholds on a validation split
+    fresh = evaluate(tiny_model.run_id, other, tracking_uri=tiny_model.tracking_uri)
+    assert fresh["n_eval_conversations_in_training"] == 0 == fresh["n_eval_conversations_in_validation"]
+
+    assert main(["evaluate", "--run", tiny_model.run_id, "--data", str(same), "--tracking-uri", tiny_model.tracking_uri]) == 0
+    err = capsys.readouterr().err
+    assert f"{int(seen['n_eval_conversations_in_training'])} of the {syn.dialogues} conversations" in err
+    assert "were in the run's training split" in err and "not a test" in err
+    assert main(["evaluate", "--run", tiny_model.run_id, "--data", str(other), "--tracking-uri", tiny_model.tracking_uri]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_guess_language_by_script():
+    from psyattrs.features.language import guess_language
+
+    assert guess_language(["오늘 너무 피곤하다 ㅠㅠ", "주말에 뭐 해요?"]) == "ko"
+    assert guess_language(["今天 好 冷 啊", "吃饭 了 么"]) == "zh"
+    assert guess_language(["what a nice day", "see you"]) == "en"
+    assert guess_language(["今日はいい天気ですね"]) == "ja"
+    assert guess_language(["ok ㅋㅋㅋ 좋아요 진짜로"]) == "ko"  # a little Latin in Korean chat is Korean
+    assert guess_language(["!!", "123"]) is None  # too few letters to tell
+
+
+def test_predicting_another_language_warns_once_naming_both(tiny_model):
+    from psyattrs.errors import PsyattrsWarning
+    from psyattrs.serving.predict import Predictor
+
+    predictor = Predictor(tiny_model.model)
+    with pytest.warns(PsyattrsWarning) as caught:
+        predictor.predict(["今天 好 冷 啊", "吃饭 了 么"])
+        predictor.predict(["周末 去 哪里 玩"])
+    assert len(caught) == 1
+    message = str(caught[0].message)
+    assert "trained on Korean (ko)" in message and "looks Chinese (zh)" in message
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PsyattrsWarning)
+        Predictor(tiny_model.model).predict(["안녕하세요 반가워요~", "오늘 너무 피곤했어요 ㅠㅠ"])
+
+
+def test_cli_prints_the_language_warning_as_one_line(tiny_model, capsys):
+    code = main(["predict", "--model", str(tiny_model.folder), "--text", "今天 好 冷 啊", "--text", "吃饭 了 么"])
+    err = capsys.readouterr().err
+    assert code == 0
+    assert err.count("psyattrs: warning: the model was trained on Korean (ko) text") == 1
+    assert "PsyattrsWarning" not in err and "warnings.warn" not in err

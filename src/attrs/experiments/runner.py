@@ -172,7 +172,7 @@ def fill_final_labels(table: pd.DataFrame, schema: Schema, *, method: str, sourc
     if neither:
         raise ValueError(
             f"{source}: head(s) {neither} have neither final labels ({final_column('<head>')}) nor labelers' "
-            f"labels (labeler<k>_<head>): there is nothing to train them on"
+            f"labels (labeler<k>_<head>): there is nothing to train or score them on"
         )
     if not no_final:
         return table, []
@@ -326,6 +326,38 @@ def _fit_score(split: _Split, config: ExperimentConfig, schema: Schema, steps: _
     return _Scored(model, proba, predicted, metrics, prior)
 
 
+def conversation_digests(table: pd.DataFrame) -> pd.Series:
+    """A digest per conversation of its sentence texts in order (the same conversation read from
+    another file, under another doc_id, gets the same digest).
+
+    Returns:
+        Series, index = doc_id (order of first appearance), values = 16 hex characters.
+    """
+    import hashlib
+
+    if len(table) == 0:
+        return pd.Series([], dtype=object)
+    texts = table["text"].astype(str)
+    joined = texts.groupby(table["doc_id"].to_numpy(), sort=False).agg("\x1f".join)
+    return joined.map(lambda t: hashlib.blake2b(t.encode("utf-8"), digest_size=8).hexdigest())
+
+
+def training_overlap(table: pd.DataFrame, seen: dict[str, list[str]] | None) -> dict[str, float]:
+    """How many conversations of `table` a run was fitted (`train`) or tuned (`valid`) on.
+
+    Returns:
+        `n_eval_conversations`, `n_eval_conversations_in_training`,
+        `n_eval_conversations_in_validation` (the last two NaN when `seen` is None: a run that did
+        not record its conversations).
+    """
+    digests = conversation_digests(table)
+    out = {"n_eval_conversations": float(len(digests))}
+    for part, name in (("train", "training"), ("valid", "validation")):
+        known = set((seen or {}).get(part) or [])
+        out[f"n_eval_conversations_in_{name}"] = float(digests.isin(known).sum()) if seen is not None else float("nan")
+    return out
+
+
 def resolved_message(heads: list[str], method: str) -> str:
     """The line that says final labels were resolved by the runner (printed by `psyattrs train`)."""
     return (f"final labels resolved from the labelers' labels with {method!r} (targets.resolve) for head(s) "
@@ -337,6 +369,11 @@ def _log_split_inputs(run, split: _Split, steps: _Steps, config: ExperimentConfi
     which heads had their final labels resolved (param `targets.resolved_heads`)."""
     run.log_metrics({"n_set_aside": float(len(split.set_aside))}, write_json=False)
     run.log_params({"targets.resolved_heads": ",".join(split.resolved) or "none"})
+    from psyattrs.experiments.tracking import CONVERSATIONS_ARTIFACT
+
+    fitted = {part: sorted(set(conversation_digests(getattr(split, part)))) for part in ("train", "valid")
+              if getattr(split, part) is not None}
+    run.log_text(json.dumps(fitted), CONVERSATIONS_ARTIFACT)
     if split.resolved:
         steps.note(resolved_message(split.resolved, config.targets.resolve))
     if split.set_aside:
@@ -491,7 +528,9 @@ def evaluate(
         quiet: silence MLflow's chatter.
 
     Returns:
-        metric name -> value, as `metrics.score_split` names them.
+        metric name -> value, as `metrics.score_split` names them; with `data_path` also
+        `n_eval_conversations` and how many of them the run was fitted or tuned on
+        (`training_overlap`: scores on those are no test).
 
     Raises:
         ValueError: unknown run, a run that did not finish, a cross-validation parent without
@@ -530,4 +569,5 @@ def evaluate(
     metrics[f"n_{prefix}sentences"] = float(M.evaluable(table).sum())
     if data_path is not None:
         metrics["n_set_aside"] = float(len(set_aside))
+        metrics.update(training_overlap(table, extras.get("training_conversations")))
     return metrics

@@ -143,6 +143,9 @@ def git_commit() -> tuple[str | None, bool | None]:
     return commit or None, bool(status.strip())
 
 
+CONVERSATIONS_ARTIFACT = "split_conversations.json"  # {"train": [digest, ...], "valid": [...]}
+
+
 @contextlib.contextmanager
 def quiet_mlflow(quiet: bool = True) -> Iterator[None]:
     """Silences MLflow's info logging, its artifact progress bars and its warnings while active."""
@@ -460,7 +463,9 @@ def load_run_config(run_id: str, *, tracking_uri: str | None = None) -> tuple[Ex
 
     Returns:
         (config, extras) where extras holds `floor_prior` (head -> list of probabilities, or None),
-        `status`, `role` and `model_uri` (`runs:/<id>/model`).
+        `training_conversations` (`train`/`valid` -> conversation digests the model was fitted
+        or tuned on, see `CONVERSATIONS_ARTIFACT`; None for older runs), `status`, `role` and
+        `model_uri` (`runs:/<id>/model`).
 
     Raises:
         ValueError: no such run in the store, or the run has no `config.yaml`.
@@ -481,9 +486,13 @@ def load_run_config(run_id: str, *, tracking_uri: str | None = None) -> tuple[Ex
             prior = mlflow.artifacts.load_dict(f"{run.info.artifact_uri}/floor_prior.json")
         except (MlflowException, OSError):
             prior = None
+        try:
+            seen = mlflow.artifacts.load_dict(f"{run.info.artifact_uri}/{CONVERSATIONS_ARTIFACT}")
+        except (MlflowException, OSError):  # a run from before the artifact existed
+            seen = None
     import yaml
 
     config = ExperimentConfig.from_dict(yaml.safe_load(text), source=f"run {run_id} config.yaml")
-    extras = {"floor_prior": prior, "status": run.info.status, "role": run.data.tags.get("psyattrs.role", "single"),
+    extras = {"floor_prior": prior, "training_conversations": seen, "status": run.info.status, "role": run.data.tags.get("psyattrs.role", "single"),
               "model_uri": f"runs:/{run_id}/model", "tracking_uri": uri}
     return config, extras

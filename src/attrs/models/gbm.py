@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from psyattrs import _runtime
+from psyattrs.errors import PsyattrsWarning
 from psyattrs.features.context import PREV_SURFACE_COLUMNS, context_features, gather_rows, previous_rows
 from psyattrs.models.base import MultiHeadModel, target_prior, weighted_expansion
 from psyattrs.models.tfidf import FEATURIZER_DEFAULTS, LinearHead, check_positive, make_featurizer
@@ -179,7 +180,7 @@ def _warn_spinning_openmp() -> None:
             "OpenMP was loaded (by scikit-learn or LightGBM) before `import psyattrs` could set "
             "OMP_WAIT_POLICY=PASSIVE, so LightGBM's threads spin while they wait and train several times "
             "slower on a busy machine: import psyattrs first, or set OMP_WAIT_POLICY=PASSIVE in the environment",
-            RuntimeWarning,
+            PsyattrsWarning,
             stacklevel=3,
         )
 
