@@ -11,7 +11,9 @@
    - `psyattrs.predict(texts, model)` through a loaded `Predictor` (the public API);
    - the model's own `predict_proba` (the features and the heads, without the output frame);
    - `psyattrs.serving.annotate.annotate` of the same sentences as an utterance-table Parquet file
-     (one conversation per sentence, written to a Parquet dataset).
+     (one conversation per sentence, written to a Parquet dataset);
+   - `psyattrs.predict` with the same config but `model.params.words=none` (character n-grams only,
+     no morpheme analysis): the speed of the features the reference has.
 3. Prints the median seconds, sentences per second and the ratio to the reference measured in the
    same run (aim, issue 10: predict and annotate at most 2x the reference), and where predict's time
    goes (normalisation, morpheme analysis, the two TF-IDF blocks, the heads).
@@ -56,7 +58,7 @@ def _reference(train: pd.DataFrame, params: dict):
     return vectorizer, heads
 
 
-def _fit(train_dialogues: int):
+def _fit(train_dialogues: int, *, words: str = "auto"):
     from psyattrs.data.synth import synthesize
     from psyattrs.experiments.config import load_config
     from psyattrs.labels.soft import mixed_targets
@@ -67,6 +69,7 @@ def _fit(train_dialogues: int):
     train = synthesize(train_dialogues, seed=7).utterances
     settings = config.model.settings(context_previous=config.context.previous, seed=config.seed)
     settings.update(calibration=None, tune_thresholds=False)
+    settings["words"] = words
     model = build_model("tfidf", OPELA, **settings)
     model.fit(train, mixed_targets(train, OPELA, lam=1.0))
     return model, _reference(train, model.params), len(train)
@@ -137,6 +140,7 @@ def main() -> None:
           f"Python {platform.python_version()}")
     start = time.perf_counter()
     model, (vectorizer, heads), n_train = _fit(args.train_dialogues)
+    char_only = Predictor(_fit(args.train_dialogues, words="none")[0])
     texts = _sentences(args.sentences)
     print(f"fitted on {n_train:,} synthetic sentences in {time.perf_counter() - start:.1f} s; "
           f"predicting {len(texts):,} other synthetic sentences ({len(set(texts)):,} distinct); "
@@ -162,6 +166,7 @@ def main() -> None:
             "model.predict_proba(table)": _median(lambda: model.predict_proba(table), args.repeats),
             "annotate(sentences.parquet)": _median(
                 lambda: annotate(source, predictor, Path(tmp) / "out", restart=True, progress=False), args.repeats),
+            "psyattrs.predict, words=none (char only)": _median(lambda: char_only.predict(texts), args.repeats),
         }
     ref = runs["reference: char TF-IDF + LR (scikit-learn)"]
     header = f"{'what':<44}{'median s':>9}{'sentences/s':>13}{'x reference':>13}"

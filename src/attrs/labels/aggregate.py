@@ -127,7 +127,8 @@ def _encode_matrix(matrix: np.ndarray, ids: Sequence[int], n_classes: int) -> _E
     """Integer codes of a dense, already checked rating matrix (NaN = not rated)."""
     rated = ~np.isnan(matrix)
     rows, cols = np.nonzero(rated)  # row-major: by task, then worker
-    any_rated = rated.any(axis=1)
+    any_rated = np.zeros(len(matrix), dtype=bool)
+    any_rated[rows] = True
     tasks = np.flatnonzero(any_rated)
     t = np.cumsum(any_rated) - 1
     ids = np.asarray(ids, dtype=np.int64)
@@ -147,12 +148,18 @@ def _encode_matrix(matrix: np.ndarray, ids: Sequence[int], n_classes: int) -> _E
 
 def _argmax_random(counts: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Per row the column of the maximum, ties broken uniformly at random; also which rows tied."""
-    is_max = counts == counts.max(axis=1, keepdims=True)
     keys = rng.random(counts.shape)  # drawn for every row, so the stream does not depend on the ties
-    tied = is_max.sum(axis=1) > 1
-    winners = counts.argmax(axis=1)
+    columns = np.ascontiguousarray(counts.T)  # K is small: column-wise passes beat row-wise reductions
+    top = columns.max(axis=0)
+    n_top = np.zeros(len(top), dtype=np.int64)
+    winners = np.full(len(top), -1, dtype=np.int64)
+    for c in range(columns.shape[0]):
+        at_top = columns[c] == top
+        n_top += at_top
+        winners[at_top & (winners < 0)] = c
+    tied = n_top > 1
     if tied.any():
-        tied_keys = np.where(is_max[tied], keys[tied], -1.0)
+        tied_keys = np.where(counts[tied] == top[tied, None], keys[tied], -1.0)
         winners[tied] = tied_keys.argmax(axis=1)
     return winners, tied
 
