@@ -253,3 +253,17 @@ def test_cli_prints_the_language_warning_as_one_line(tiny_model, capsys):
     assert code == 0
     assert err.count("psyattrs: warning: the model was trained on Korean (ko) text") == 1
     assert "PsyattrsWarning" not in err and "warnings.warn" not in err
+
+
+def test_annotate_off_a_terminal_prints_one_line_per_chunk_and_no_bar(tiny_model, tmp_path, capsys):
+    table = pd.DataFrame({"doc_id": [f"c{i // 3}" for i in range(30)],
+                          "text": [f"안녕하세요 {i}번째 문장이에요" for i in range(30)]})
+    source = tmp_path / "table.csv"
+    table.to_csv(source, index=False)
+    code = main(["annotate", str(source), "--model", str(tiny_model.folder), "--out", str(tmp_path / "out.parquet"),
+                 "--chunk-size", "9"])
+    err = capsys.readouterr().err
+    assert code == 0
+    lines = [line for line in err.splitlines() if line.startswith("annotate: chunk")]
+    assert len(lines) >= 3 and lines[0].startswith("annotate: chunk 1 done")
+    assert "\r" not in err and "it/s" not in err
