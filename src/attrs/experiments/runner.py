@@ -180,10 +180,9 @@ def fill_final_labels(table: pd.DataFrame, schema: Schema, *, method: str, sourc
     return resolve_final_labels(table, subset, method=method, seed=0), [h.name for h in no_final]
 
 
-def _read(path: str, config: ExperimentConfig, schema: Schema) -> tuple[pd.DataFrame, list[dict[str, Any]], list[str]]:
-    """The utterance table of a corpus file, the records its reader set aside (as dicts with
-    `source`) and the heads whose final labels were resolved from its labelers
-    (`fill_final_labels` with `targets.resolve`)."""
+def _read(path: str, config: ExperimentConfig, schema: Schema) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """The utterance table of a corpus file and the records its reader set aside (as dicts with
+    `source`)."""
     from psyattrs.data import load_corpus
 
     fmt = None if config.data.format == "auto" else config.data.format
@@ -199,8 +198,16 @@ def _read(path: str, config: ExperimentConfig, schema: Schema) -> tuple[pd.DataF
         )
     if len(corpus.utterances) == 0:
         raise ValueError(f"{path}: no sentence left to train on ({len(corpus.problems)} set aside)")
-    table, resolved = fill_final_labels(corpus.utterances, schema, method=config.targets.resolve, source=str(path))
-    return table, [{"source": str(path), **p.to_dict()} for p in corpus.problems], resolved
+    return corpus.utterances, [{"source": str(path), **p.to_dict()} for p in corpus.problems]
+
+
+def _read_labelled(path: str, config: ExperimentConfig, schema: Schema
+                   ) -> tuple[pd.DataFrame, list[dict[str, Any]], list[str]]:
+    """`_read`, then the final labels the corpus lacks resolved from its labelers
+    (`fill_final_labels` with `targets.resolve`); also returns the heads resolved."""
+    table, set_aside = _read(path, config, schema)
+    table, resolved = fill_final_labels(table, schema, method=config.targets.resolve, source=str(path))
+    return table, set_aside, resolved
 
 
 def _corpus(config: ExperimentConfig, schema: Schema) -> tuple[pd.DataFrame, Any, list[dict[str, Any]], list[str]]:
@@ -214,7 +221,7 @@ def _corpus(config: ExperimentConfig, schema: Schema) -> tuple[pd.DataFrame, Any
         source = {"generator": "psyattrs.data.synth.synthesize", "dialogues": syn.dialogues,
                   "seed": config.synthetic_seed, "rare_boost": syn.rare_boost}
         return result.utterances, source, [], []
-    table, set_aside, resolved = _read(config.data.path, config, schema)
+    table, set_aside, resolved = _read_labelled(config.data.path, config, schema)
     return table, config.data.path, set_aside, resolved
 
 
@@ -234,11 +241,11 @@ def _carve_valid(table: pd.DataFrame, config: ExperimentConfig, schema: Schema) 
 
 def _single_split(config: ExperimentConfig, schema: Schema) -> _Split:
     if config.data.source_kind == "files":
-        train, set_aside, resolved = _read(config.data.train, config, schema)
-        test, more, resolved_test = _read(config.data.test, config, schema)
+        train, set_aside, resolved = _read_labelled(config.data.train, config, schema)
+        test, more, resolved_test = _read_labelled(config.data.test, config, schema)
         sources = {"train": config.data.train, "test": config.data.test}
         if config.data.valid is not None:
-            valid, extra, resolved_valid = _read(config.data.valid, config, schema)
+            valid, extra, resolved_valid = _read_labelled(config.data.valid, config, schema)
             sources["valid"] = config.data.valid
         else:
             (train, valid), extra, resolved_valid = _carve_valid(train, config, schema), [], []
@@ -560,7 +567,7 @@ def evaluate(
         table, prefix = split.test, "test_"
         prior = M.class_prior(split.train, schema)
     else:
-        (table, set_aside, _), prefix = _read(str(data_path), config, schema), "eval_"
+        (table, set_aside, _), prefix = _read_labelled(str(data_path), config, schema), "eval_"
         saved = extras["floor_prior"]
         prior = {h: np.asarray(p, dtype=float) for h, p in saved.items()} if saved else None
     proba = model.predict_proba(table)
