@@ -1,13 +1,15 @@
 """Benchmark: read, validate and resolve ~100k synthetic utterances, next to plain pandas.read_csv.
 
-Writes a synthetic annotated corpus (FORMATS §2) of about 100k sentences to a temporary folder,
+Writes a synthetic annotated corpus (the OPELA per-sentence layout) of about 100k sentences to a temporary folder,
 then runs each step in a fresh Python process (so peak memory is that step's own), REPEATS times,
 and prints the median seconds and the peak resident memory, with the ratio to `pandas.read_csv` of
 the same file measured in the same run. Imports are done before the clock starts in every child.
 
     .venv/bin/python benchmarks/data_benchmark.py [--sentences 100000] [--repeats 3]
 
-Aim (issue 2): read + validate + resolve under 3x read_csv's time and under 1 GB.
+Aim (issues 2 and 10): read + validate + resolve under 3x read_csv's time and under 1 GB. The
+read / validate / resolve columns split each step's median into its parts (medians of each part);
+`cpu s` is the process's CPU time (all threads), steadier than wall time on a shared machine.
 """
 
 from __future__ import annotations
@@ -44,20 +46,30 @@ def _child(step: str, path: str) -> dict:
 
     rss_before = peak_kb()
     t0 = time.perf_counter()
+    c0 = time.process_time()
+    parts = {"read": float("nan"), "validate": float("nan"), "resolve": float("nan")}
     if step == "read_csv":
         n = len(pd.read_csv(path))
     else:
         corpus = load_corpus(path)
         n = len(corpus.utterances)
+        parts["read"] = time.perf_counter() - t0
         if step in ("read+validate", "read+validate+resolve"):
+            t1 = time.perf_counter()
             summarize(corpus)
+            parts["validate"] = time.perf_counter() - t1
         if step == "read+validate+resolve":
+            t1 = time.perf_counter()
             resolve_final_labels(corpus.utterances, OPELA, method="opela", seed=0)
+            parts["resolve"] = time.perf_counter() - t1
         if step == "resolve-all-methods":
+            t1 = time.perf_counter()
             compare_with_final(corpus.utterances, OPELA)
+            parts["resolve"] = time.perf_counter() - t1
     seconds = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     peak = peak_kb()
-    return {"seconds": seconds, "rows": n, "peak_mb": peak / 1024, "imports_mb": rss_before / 1024}
+    return {"seconds": seconds, "cpu": cpu, "rows": n, "peak_mb": peak / 1024, "imports_mb": rss_before / 1024, **parts}
 
 
 def _make(sentences: int, path: Path) -> dict:
@@ -112,18 +124,28 @@ def main() -> None:
         for step in STEPS:
             runs = [_run(step, path) for _ in range(args.repeats)]
             results[step] = {
+                **{part: statistics.median(r[part] for r in runs) for part in ("read", "validate", "resolve")},
                 "seconds": statistics.median(r["seconds"] for r in runs),
+                "cpu": statistics.median(r["cpu"] for r in runs),
                 "peak_mb": max(r["peak_mb"] for r in runs),
                 "imports_mb": statistics.median(r["imports_mb"] for r in runs),
                 "rows": runs[0]["rows"],
             }
         ref = results["read_csv"]["seconds"]
-        header = f"{'step':<24} {'rows':>8} {'median s':>9} {'x read_csv':>10} {'peak MB':>8} {'after imports MB':>17}"
+        ref_cpu = results["read_csv"]["cpu"]
+        header = (f"{'step':<24} {'rows':>8} {'median s':>9} {'x read_csv':>10} {'cpu s':>6} {'x (cpu)':>7} "
+                  f"{'read s':>7} {'valid. s':>8} "
+                  f"{'resolve s':>9} {'peak MB':>8} {'after imports MB':>17}")
         print(header)
         print("-" * len(header))
+
+        def cell(value: float, width: int) -> str:
+            return f"{'-':>{width}}" if value != value else f"{value:>{width}.2f}"
+
         for step, r in results.items():
-            print(f"{step:<24} {r['rows']:>8,} {r['seconds']:>9.2f} {r['seconds'] / ref:>10.2f} "
-                  f"{r['peak_mb']:>8.0f} {r['imports_mb']:>17.0f}")
+            print(f"{step:<24} {r['rows']:>8,} {r['seconds']:>9.2f} {r['seconds'] / ref:>10.2f} {r['cpu']:>6.2f} "
+                  f"{r['cpu'] / ref_cpu:>7.2f} {cell(r['read'], 7)} "
+                  f"{cell(r['validate'], 8)} {cell(r['resolve'], 9)} {r['peak_mb']:>8.0f} {r['imports_mb']:>17.0f}")
         print()
         for step, text in STEPS.items():
             print(f"  {step}: {text}")

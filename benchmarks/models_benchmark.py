@@ -83,7 +83,7 @@ def part_a(n_dialogues: int) -> None:
             print(f"{name:<20}" + "".join(f"{v:>9.3f}" for v in f1) + f"{m['test_macro_f1_mean']:>9.3f}"
                   f"{m['fit_seconds']:>8.1f}  {beats}")
         print(f"{'floor (class prior)':<20}" + "".join(f"{floor[h]:>9.3f}" for h in heads))
-        print(f"{'human ceiling':<20}" + "".join(f"{ceiling[h]:>9.3f}" for h in heads))
+        print(f"{'one labeler vs rest':<20}" + "".join(f"{ceiling[h]:>9.3f}" for h in heads))
         for base in ("tfidf", "lightgbm"):
             a, b = rows[base]["test_macro_f1_empathy"], rows[f"{base} +context"]["test_macro_f1_empathy"]
             print(f"  empathy macro-F1, {base}: no context {a:.3f} -> with context {b:.3f} ({b - a:+.3f})")

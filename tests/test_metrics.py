@@ -194,8 +194,13 @@ def test_summary_table_and_text_rendering():
     assert np.isnan(summary.loc[1, "average_precision"])
     text = M.format_table(summary)
     lines = text.splitlines()
-    assert lines[0].split()[:4] == ["head", "macro_f1", "floor_macro_f1", "ceiling_macro_f1"]
+    assert lines[0].split()[:4] == ["head", "macro_f1", "floor_macro_f1", "labeler_macro_f1"]
     assert lines[1].split()[1] == f"{metrics['test_macro_f1_b']:.3f}" and "-" in lines[2].split()
+    assert summary.loc[0, "labeler_macro_f1"] == pytest.approx(metrics["test_ceiling_macro_f1_b"])
+    legend = text.split("\n\n", 1)[1]
+    assert "one labeler's labels scored against the majority of the other labelers" in legend
+    assert "It is not a ceiling" in legend and "can score above any single labeler" in legend
+    assert M.format_table(summary, legend=False).count("\n") == len(summary)
 
 
 def test_reports_and_confusion_exclude_pauses_and_unlabelled_rows():

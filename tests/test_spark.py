@@ -1,13 +1,42 @@
 """Spark: the registered model as `mlflow.pyfunc.spark_udf`, in local mode.
 
-Skipped when pyspark (the optional extra `[spark]`) is not installed.
+Skipped, saying why, when pyspark (the optional extra `[spark]`) is not installed or when no Java 17
+or newer is found (JAVA_HOME, else `java` on the PATH).
 """
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
 pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'psyattrs[spark]')")
+
+
+def java_problem() -> str | None:
+    """Why Spark cannot start here (no Java, or one older than 17), or None when Java 17+ is found."""
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    if not java or not Path(java).is_file():
+        return "Spark needs Java 17 or newer and none was found (set JAVA_HOME or put java on the PATH)"
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"Spark needs Java 17 or newer; {java} -version failed: {exc}"
+    found = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if not found:
+        return f"Spark needs Java 17 or newer; cannot read the version of {java}"
+    major = int(found.group(2)) if found.group(1) == "1" else int(found.group(1))  # "1.8" is Java 8
+    return None if major >= 17 else f"Spark needs Java 17 or newer; {java} is Java {major}"
+
+
+_NO_JAVA = java_problem()
+if _NO_JAVA:
+    pytest.skip(_NO_JAVA, allow_module_level=True)
 
 # pyspark 4.x warns that it does not fully support pandas 3 yet; the test checks the values itself
 pytestmark = [

@@ -1,8 +1,11 @@
 """psyattrs: utterance-level psychological attributes (OPELA heads) for open-domain dialogue.
 
 The code lives in `src/attrs/` and imports as `psyattrs`. Heavy backends (LightGBM, MLflow,
-torch) are imported where used, not here.
+torch) are imported where used, not here. Importing the package sets the threading defaults of
+`psyattrs._runtime` (OMP_WAIT_POLICY=PASSIVE unless set) before anything loads OpenMP.
 """
+
+from psyattrs import _runtime  # noqa: F401  (first: before any import that may load OpenMP)
 
 from typing import Any
 

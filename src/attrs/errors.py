@@ -27,3 +27,7 @@ class InputFileError(Exception):
         if self.column is not None:
             where.append(f"column {self.column!r}")
         return f"{', '.join(where)}: {self.message}"
+
+
+class PsyattrsWarning(UserWarning):
+    """A warning the user can act on (the CLI prints it as one line, `psyattrs: warning: ...`)."""

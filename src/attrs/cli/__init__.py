@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from typing import Sequence
 
-from psyattrs.errors import InputFileError
+from psyattrs._version import __version__
+from psyattrs.errors import InputFileError, PsyattrsWarning
 from psyattrs.cli import data_align, data_validate, data_stats, data_synth, labels_resolve
 from psyattrs.cli import evaluate as evaluate_cmd, train as train_cmd
 from psyattrs.cli import annotate as annotate_cmd, predict as predict_cmd, register as register_cmd, serve as serve_cmd
@@ -28,6 +30,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="psyattrs", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"psyattrs {__version__}")
     groups = parser.add_subparsers(dest="group", required=True, parser_class=_Parser)
 
     data = groups.add_parser("data", help="read, validate, synthesize and describe corpora")
@@ -52,8 +55,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None, _default=warnings.showwarning):
+    """The project's own warnings as one line `psyattrs: warning: ...`; others as Python shows them."""
+    if issubclass(category, PsyattrsWarning):
+        print(f"psyattrs: warning: {message}", file=sys.stderr)
+    else:
+        _default(message, category, filename, lineno, file, line)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line; returns the exit code (0 ok, 1 failed check, 2 bad input)."""
+    warnings.showwarning = _show_warning
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

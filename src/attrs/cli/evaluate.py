@@ -2,7 +2,7 @@
 
 Without `--data` the run's own test split is rebuilt from its logged config and scored again;
 with `--data` every sentence of that corpus is scored. Prints the per-head table (model, floor,
-ceiling); `--json OUT` also writes every metric.
+one labeler against the others); `--json OUT` also writes every metric.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 
 from psyattrs.cli._options import add_tracking_uri
@@ -29,6 +30,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=handler)
 
 
+def _warn_overlap(metrics: dict[str, float], data: Path) -> None:
+    """Says on standard error when the scored conversations include the run's own training data."""
+    total = int(metrics.get("n_eval_conversations", 0))
+    train, valid = metrics.get("n_eval_conversations_in_training"), metrics.get("n_eval_conversations_in_validation")
+    if train is None or math.isnan(train):
+        print(f"psyattrs: note: the run did not record its training conversations; cannot tell whether {data} "
+              "overlaps them", file=sys.stderr)
+    elif train or valid:
+        print(f"psyattrs: warning: {int(train)} of the {total} conversations in {data} were in the run's training "
+              f"split and {int(valid)} in its validation split: the model was fitted or tuned on them, so their "
+              "scores are not a test", file=sys.stderr)
+
+
 def handler(args: argparse.Namespace) -> int:
     from psyattrs.experiments.metrics import format_table, summary_table
     from psyattrs.experiments.runner import evaluate
@@ -40,6 +54,8 @@ def handler(args: argparse.Namespace) -> int:
     prefix = "test_" if args.data is None else "eval_"
     what = "its test split" if args.data is None else str(args.data)
     print(f"run {args.run_id} ({config.run_name}, {config.model.kind}) on {what}")
+    if args.data is not None:
+        _warn_overlap(metrics, args.data)
     print(format_table(summary_table(metrics, load_schema(config.data.schema), prefix=prefix)))
     if args.json is not None:
         clean = {k: (None if math.isnan(v) else v) for k, v in metrics.items()}

@@ -30,6 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-alias", action="store_true", help="register without setting an alias")
     parser.add_argument("--version", type=int, default=None,
                         help="without RUN_ID: the existing version to point --alias at")
+    parser.add_argument("--owner", default=None,
+                        help="tag the new version as registered by OWNER and never move an alias that points "
+                             "at a version OWNER did not register (make demo uses make-demo)")
     add_tracking_uri(parser)
     parser.set_defaults(func=handler)
 
@@ -49,7 +52,7 @@ def handler(args: argparse.Namespace) -> int:
     if args.version is not None:
         raise ValueError("--version is for moving an alias without RUN_ID; registering creates a new version")
     aliases = None if args.no_alias else (args.alias or [DEFAULT_ALIAS])
-    reg = register_run(args.run, args.name, alias=aliases, tracking_uri=args.tracking_uri)
+    reg = register_run(args.run, args.name, alias=aliases, tracking_uri=args.tracking_uri, owner=args.owner)
     pointed = f"; alias {', '.join(repr(a) for a in reg.aliases)} -> version {reg.version}" if reg.aliases else ""
     print(f"registered {reg.source} as {reg.name!r} version {reg.version} in {reg.tracking_uri}{pointed}")
     print(reg.uri)

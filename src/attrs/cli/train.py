@@ -1,9 +1,10 @@
 """`psyattrs train CONFIG [--set key=value ...] [--quiet]`: train, score and track an experiment.
 
-Prints, per run, the per-head table (the model beside the majority floor and the human ceiling)
-and ends with the MLflow run id as the last line of standard output (a sweep prints one id per
-line, in sweep order, the last run's id last). Progress goes to standard error. Every run gets its
-HTML report as the artifact `report/report.html` (`psyattrs.reports.report.train`).
+Prints, per run, the per-head table (the model beside the majority floor and one labeler scored
+against the others, with a legend) and ends with the MLflow run id as the last line of standard
+output (a sweep prints one id per line, in sweep order, the last run's id last). Progress goes to
+standard error. Every run gets its HTML report as the artifact `report/report.html`
+(`psyattrs.reports.report.train`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "config", metavar="CONFIG", type=Path,
-        help="experiment YAML file, or the name of a shipped one (demo, majority, baseline_tfidf, ...)",
+        help="experiment YAML file, or a shipped one by name (demo, experiments/demo.yaml, ...), as load_config takes",
     )
     parser.add_argument(
         "--set", dest="overrides", metavar="KEY=VALUE", action="append", default=[],
@@ -38,29 +39,20 @@ def _header(result) -> str:
             f"by {c.split.by}, {split} (run {result.run_id})")
 
 
-def resolve_config_path(config: Path) -> Path:
-    """`config` itself when it exists, else the shipped `experiments/<config>.yaml` of the checkout
-    when that exists (so `psyattrs train demo` works), else `config` (load_config names it)."""
-    if config.exists() or config.suffix:
-        return config
-    from psyattrs.experiments.tracking import repo_root
-
-    root = repo_root()
-    shipped = root / "experiments" / f"{config.name}.yaml" if root is not None else None
-    return shipped if shipped is not None and shipped.is_file() else config
-
-
 def handler(args: argparse.Namespace) -> int:
     from psyattrs.experiments.config import expand_sweep, load_config
     from psyattrs.experiments.metrics import format_table
+    from psyattrs.experiments.runner import resolved_message
     from psyattrs.reports.report import train  # trains and logs the run report (report/report.html)
 
-    config = load_config(resolve_config_path(args.config), args.overrides)
+    config = load_config(args.config, args.overrides)
     results = []
     for member in expand_sweep(config):
         result = train(member, quiet=args.quiet)
         results.append(result)
         print(_header(result))
+        if result.resolved_heads:
+            print(resolved_message(result.resolved_heads, result.config.targets.resolve))
         print(format_table(result.summary))
         print()
     last = results[-1]

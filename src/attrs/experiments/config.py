@@ -31,6 +31,7 @@ from typing import Any, Iterable, Mapping
 import yaml
 
 from psyattrs.errors import InputFileError
+from psyattrs.labels.aggregate import METHODS as RESOLVE_METHODS
 
 MODEL_KINDS = ("majority", "tfidf", "lightgbm")
 SPLIT_BY = ("doc", "persona")
@@ -157,14 +158,19 @@ class TargetsConfig:
             distribution (0); in between mixes them.
         smoothing: additive pseudo-count per class in the labelers' distribution, >= 0
             (`psyattrs.labels.soft.mixed_targets`).
+        resolve: how final labels are resolved from the labelers' columns when a corpus has
+            labelers but no final-label column for a head (`psyattrs.labels.resolve`): opela,
+            opela-weighted, majority or dawid-skene.
     """
 
     lam: float
     smoothing: float
+    resolve: str = "opela"
 
     def __post_init__(self) -> None:
         _check_float(self.lam, "targets.lambda", low=0.0, high=1.0)
         _check_float(self.smoothing, "targets.smoothing", low=0.0, high=100.0)
+        _check_choice(self.resolve, RESOLVE_METHODS, "targets.resolve")
 
 
 @dataclass(frozen=True)
@@ -521,7 +527,9 @@ def load_config(path: "str | Path", overrides: Mapping[str, Any] | Iterable[str]
     """Reads an experiment YAML file, merges it onto the defaults, applies the overrides.
 
     Args:
-        path: the experiment file; its `name` defaults to the file name without `.yaml`.
+        path: the experiment file, or a shipped config by name: `demo`, `demo.yaml` or
+            `experiments/demo.yaml` from any folder (see `resolve_config_path`); its `name`
+            defaults to the file name without `.yaml`.
         overrides: a mapping of dotted keys to values, or `key=value` strings (`--set`).
 
     Returns:
@@ -532,9 +540,10 @@ def load_config(path: "str | Path", overrides: Mapping[str, Any] | Iterable[str]
         InputFileError: the file is missing, unreadable or not a YAML mapping.
         ValueError: unknown key or bad value (named, with the allowed set).
     """
-    path = Path(path)
+    path = resolve_config_path(path)
     if not path.is_file():
-        raise InputFileError(path, "experiment config not found")
+        names = ", ".join(shipped_configs()) or "none found"
+        raise InputFileError(path, f"experiment config not found (shipped configs: {names})")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, yaml.YAMLError) as exc:
@@ -550,6 +559,41 @@ def load_config(path: "str | Path", overrides: Mapping[str, Any] | Iterable[str]
         return _absolute_paths(_build(layered, source=str(path)))
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
+
+
+def experiments_dir() -> Path | None:
+    """The shipped `experiments/` folder: beside `pyproject.toml` above the package (the source
+    checkout the package is installed from), or None when there is none."""
+    for folder in Path(__file__).resolve().parents:
+        if (folder / "pyproject.toml").is_file():
+            shipped = folder / "experiments"
+            return shipped if shipped.is_dir() else None
+    return None
+
+
+def shipped_configs() -> list[str]:
+    """The names of the shipped experiment configs (`demo`, `majority`, ...), sorted."""
+    folder = experiments_dir()
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder is not None else []
+
+
+def resolve_config_path(path: "str | Path") -> Path:
+    """The file an experiment reference names; `load_config` and `psyattrs train` accept the same forms.
+
+    `path` itself when it is a file (relative to the current folder); otherwise, when it is a bare
+    name (`demo`, `demo.yaml`) or `experiments/<name>[.yaml]`, the shipped config of that name
+    (`experiments_dir()`) if there is one; else `path` unchanged (the caller reports it missing).
+    """
+    path = Path(path).expanduser()
+    if path.is_file():
+        return path
+    shipped = experiments_dir()
+    bare = len(path.parts) == 1 or (len(path.parts) == 2 and path.parts[0] == "experiments")
+    if shipped is not None and bare and path.suffix in ("", ".yaml", ".yml"):
+        for candidate in (shipped / path.name, shipped / f"{path.stem}.yaml"):
+            if candidate.is_file():
+                return candidate
+    return path
 
 
 def _absolute_paths(config: ExperimentConfig) -> ExperimentConfig:

@@ -9,7 +9,7 @@
    synthetic corpus) and splits it by conversation or persona;
 4. builds the targets with `targets.lambda` (`psyattrs.labels.soft.mixed_targets`), fits the model
    with the validation split (calibration, thresholds), scores the test split against the final
-   labels, the labelers and the truth, beside the majority floor and the human ceiling
+   labels, the labelers and the truth, beside the majority floor and one labeler against the others
    (`psyattrs.experiments.metrics`);
 5. logs datasets, the records the reader set aside (`n_set_aside`, `set_aside.jsonl`), metrics,
    reports, plots, predictions and the pyfunc model.
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ from typing import Any, Iterator
 import numpy as np
 import pandas as pd
 
+from psyattrs._runtime import on_terminal
 from psyattrs.errors import InputFileError
 import psyattrs.experiments.metrics as M
 from psyattrs.experiments.config import ExperimentConfig, expand_sweep
@@ -55,6 +57,8 @@ class TrainResult:
         artifact_uri: where its artifacts are.
         model_uri: the logged pyfunc model (`models:/...`); load it with `mlflow.pyfunc.load_model`.
         fold_run_ids: the nested fold runs (empty for a single split).
+        resolved_heads: the heads whose final labels were resolved from the labelers'
+            labels with `targets.resolve`, because the corpus had none for them (empty: none).
     """
 
     run_id: str
@@ -67,6 +71,7 @@ class TrainResult:
     artifact_uri: str
     model_uri: str
     fold_run_ids: list[str] = field(default_factory=list)
+    resolved_heads: list[str] = field(default_factory=list)
 
     @property
     def paths(self) -> dict[str, str]:
@@ -89,33 +94,46 @@ class _Split:
     test: pd.DataFrame | None
     sources: dict[str, Any]
     set_aside: list[dict[str, Any]] = field(default_factory=list)
+    resolved: list[str] = field(default_factory=list)  # heads whose final labels the runner resolved
 
 
 class _Steps:
-    """Progress lines on standard error (rich), silent when quiet."""
+    """Progress on standard error, silent when quiet: on a terminal a spinner while a step runs
+    (rich), elsewhere (logs, CI) one plain line per finished step, `text: seconds`."""
 
     def __init__(self, quiet: bool):
         self.quiet = quiet
         if not quiet:
             from rich.console import Console
 
-            self.console = Console(stderr=True)
+            self.console = Console(stderr=True, log_path=False)
+            self.terminal = on_terminal()
 
     @contextlib.contextmanager
     def step(self, text: str, *, spinner: bool = True) -> Iterator[None]:
-        """Shows `text` while the block runs (a spinner, or nothing where the block has its own
-        progress bar), then `text: seconds`."""
+        """Shows `text` while the block runs (a spinner on a terminal, or nothing where the block
+        has its own progress bar), then `text: seconds`."""
         if self.quiet:
             yield
             return
         start = time.perf_counter()
-        with self.console.status(text) if spinner else contextlib.nullcontext():
+        with self.console.status(text) if spinner and self.terminal else contextlib.nullcontext():
             yield
-        self.console.log(f"{text}: {time.perf_counter() - start:.1f}s")
+        self._line(f"{text}: {time.perf_counter() - start:.1f}s")
+
+    def _line(self, text: str, *, label: str = "") -> None:
+        if self.terminal:
+            self.console.log(f"[yellow]{label}[/yellow] {text}" if label else text)
+        else:
+            print(f"{label} {text}" if label else text, file=sys.stderr, flush=True)
 
     def warn(self, text: str) -> None:
         if not self.quiet:
-            self.console.log(f"[yellow]warning:[/yellow] {text}")
+            self._line(text, label="warning:")
+
+    def note(self, text: str) -> None:
+        if not self.quiet:
+            self._line(text)
 
 
 # ------------------------------------------------------------------------------------ data
@@ -123,6 +141,43 @@ class _Steps:
 
 def _schema(config: ExperimentConfig) -> Schema:
     return load_schema(config.data.schema)
+
+
+def fill_final_labels(table: pd.DataFrame, schema: Schema, *, method: str, source: str = "the corpus"
+                      ) -> tuple[pd.DataFrame, list[str]]:
+    """Resolves the final labels of the heads a corpus has labelers for but no final labels.
+
+    Args:
+        table: an utterance table.
+        schema: its heads.
+        method: the resolution method (`targets.resolve`: opela, opela-weighted, majority,
+            dawid-skene; see `psyattrs.labels.resolve.resolve_final_labels`).
+        source: how to name the corpus in errors.
+
+    Returns:
+        (table, heads): the table with `labeler_{head}` filled for those heads (the same object when
+        there were none), and their names in schema order.
+
+    Raises:
+        ValueError: a head with neither a final label nor a labeler's label (names the heads).
+    """
+    from psyattrs.data.table import final_column, labeler_columns
+    from psyattrs.labels.resolve import resolve_final_labels
+
+    def labelled(column: str) -> bool:
+        return column in table.columns and bool(table[column].notna().any())
+
+    no_final = [h for h in schema if not labelled(final_column(h.name))]
+    neither = [h.name for h in no_final if not any(labelled(c) for c in labeler_columns(table.columns, h.name))]
+    if neither:
+        raise ValueError(
+            f"{source}: head(s) {neither} have neither final labels ({final_column('<head>')}) nor labelers' "
+            f"labels (labeler<k>_<head>): there is nothing to train or score them on"
+        )
+    if not no_final:
+        return table, []
+    subset = Schema(schema.name, tuple(no_final), schema.language)
+    return resolve_final_labels(table, subset, method=method, seed=0), [h.name for h in no_final]
 
 
 def _read(path: str, config: ExperimentConfig, schema: Schema) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
@@ -146,9 +201,18 @@ def _read(path: str, config: ExperimentConfig, schema: Schema) -> tuple[pd.DataF
     return corpus.utterances, [{"source": str(path), **p.to_dict()} for p in corpus.problems]
 
 
-def _corpus(config: ExperimentConfig, schema: Schema) -> tuple[pd.DataFrame, Any, list[dict[str, Any]]]:
-    """The single corpus of `data.path` or `data.synthetic`, its source description and the
-    records set aside while reading it."""
+def _read_labelled(path: str, config: ExperimentConfig, schema: Schema
+                   ) -> tuple[pd.DataFrame, list[dict[str, Any]], list[str]]:
+    """`_read`, then the final labels the corpus lacks resolved from its labelers
+    (`fill_final_labels` with `targets.resolve`); also returns the heads resolved."""
+    table, set_aside = _read(path, config, schema)
+    table, resolved = fill_final_labels(table, schema, method=config.targets.resolve, source=str(path))
+    return table, set_aside, resolved
+
+
+def _corpus(config: ExperimentConfig, schema: Schema) -> tuple[pd.DataFrame, Any, list[dict[str, Any]], list[str]]:
+    """The single corpus of `data.path` or `data.synthetic`, its source description, the
+    records set aside while reading it and the heads whose final labels were resolved."""
     if config.data.synthetic is not None:
         from psyattrs.synth import synthesize
 
@@ -156,9 +220,9 @@ def _corpus(config: ExperimentConfig, schema: Schema) -> tuple[pd.DataFrame, Any
         result = synthesize(syn.dialogues, seed=config.synthetic_seed, rare_boost=syn.rare_boost)
         source = {"generator": "psyattrs.synth.synthesize", "dialogues": syn.dialogues,
                   "seed": config.synthetic_seed, "rare_boost": syn.rare_boost}
-        return result.utterances, source, []
-    table, set_aside = _read(config.data.path, config, schema)
-    return table, config.data.path, set_aside
+        return result.utterances, source, [], []
+    table, set_aside, resolved = _read_labelled(config.data.path, config, schema)
+    return table, config.data.path, set_aside, resolved
 
 
 def _split_one(table: pd.DataFrame, config: ExperimentConfig, schema: Schema, *, valid: float, test: float) -> pd.Series:
@@ -177,21 +241,22 @@ def _carve_valid(table: pd.DataFrame, config: ExperimentConfig, schema: Schema) 
 
 def _single_split(config: ExperimentConfig, schema: Schema) -> _Split:
     if config.data.source_kind == "files":
-        train, set_aside = _read(config.data.train, config, schema)
-        test, more = _read(config.data.test, config, schema)
+        train, set_aside, resolved = _read_labelled(config.data.train, config, schema)
+        test, more, resolved_test = _read_labelled(config.data.test, config, schema)
         sources = {"train": config.data.train, "test": config.data.test}
         if config.data.valid is not None:
-            valid, extra = _read(config.data.valid, config, schema)
+            valid, extra, resolved_valid = _read_labelled(config.data.valid, config, schema)
             sources["valid"] = config.data.valid
         else:
-            (train, valid), extra = _carve_valid(train, config, schema), []
+            (train, valid), extra, resolved_valid = _carve_valid(train, config, schema), [], []
             sources["valid"] = config.data.train
-        return _Split(train, valid, test, sources, set_aside + more + extra)
-    table, source, set_aside = _corpus(config, schema)
+        heads = [h.name for h in schema if h.name in {*resolved, *resolved_test, *resolved_valid}]
+        return _Split(train, valid, test, sources, set_aside + more + extra, heads)
+    table, source, set_aside, resolved = _corpus(config, schema)
     parts = _split_one(table, config, schema, valid=config.split.valid, test=config.split.test).to_numpy()
     valid = table[parts == "valid"] if config.split.valid > 0 else None
     return _Split(table[parts == "train"], valid, table[parts == "test"],
-                  {"train": source, "valid": source, "test": source}, set_aside)
+                  {"train": source, "valid": source, "test": source}, set_aside, resolved)
 
 
 def _empty_check(split: _Split, config: ExperimentConfig) -> None:
@@ -268,9 +333,56 @@ def _fit_score(split: _Split, config: ExperimentConfig, schema: Schema, steps: _
     return _Scored(model, proba, predicted, metrics, prior)
 
 
-def _log_split_inputs(run, split: _Split, steps: _Steps) -> None:
-    """Logs the datasets, and the records the readers set aside (`set_aside.jsonl`, `n_set_aside`)."""
+def conversation_digests(table: pd.DataFrame) -> pd.Series:
+    """A digest per conversation of its sentence texts in order (the same conversation read from
+    another file, under another doc_id, gets the same digest).
+
+    Returns:
+        Series, index = doc_id (order of first appearance), values = 16 hex characters.
+    """
+    import hashlib
+
+    if len(table) == 0:
+        return pd.Series([], dtype=object)
+    texts = table["text"].astype(str)
+    joined = texts.groupby(table["doc_id"].to_numpy(), sort=False).agg("\x1f".join)
+    return joined.map(lambda t: hashlib.blake2b(t.encode("utf-8"), digest_size=8).hexdigest())
+
+
+def training_overlap(table: pd.DataFrame, seen: dict[str, list[str]] | None) -> dict[str, float]:
+    """How many conversations of `table` a run was fitted (`train`) or tuned (`valid`) on.
+
+    Returns:
+        `n_eval_conversations`, `n_eval_conversations_in_training`,
+        `n_eval_conversations_in_validation` (the last two NaN when `seen` is None: a run that did
+        not record its conversations).
+    """
+    digests = conversation_digests(table)
+    out = {"n_eval_conversations": float(len(digests))}
+    for part, name in (("train", "training"), ("valid", "validation")):
+        known = set((seen or {}).get(part) or [])
+        out[f"n_eval_conversations_in_{name}"] = float(digests.isin(known).sum()) if seen is not None else float("nan")
+    return out
+
+
+def resolved_message(heads: list[str], method: str) -> str:
+    """The line that says final labels were resolved by the runner (printed by `psyattrs train`)."""
+    return (f"final labels resolved from the labelers' labels with {method!r} (targets.resolve) for head(s) "
+            f"{heads}: the corpus has none for them")
+
+
+def _log_split_inputs(run, split: _Split, steps: _Steps, config: ExperimentConfig) -> None:
+    """Logs the datasets, the records the readers set aside (`set_aside.jsonl`, `n_set_aside`) and
+    which heads had their final labels resolved (param `targets.resolved_heads`)."""
     run.log_metrics({"n_set_aside": float(len(split.set_aside))}, write_json=False)
+    run.log_params({"targets.resolved_heads": ",".join(split.resolved) or "none"})
+    from psyattrs.experiments.tracking import CONVERSATIONS_ARTIFACT
+
+    fitted = {part: sorted(set(conversation_digests(getattr(split, part)))) for part in ("train", "valid")
+              if getattr(split, part) is not None}
+    run.log_text(json.dumps(fitted), CONVERSATIONS_ARTIFACT)
+    if split.resolved:
+        steps.note(resolved_message(split.resolved, config.targets.resolve))
     if split.set_aside:
         run.log_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in split.set_aside), "set_aside.jsonl")
         steps.warn(f"{len(split.set_aside)} record(s) set aside while reading the data (see set_aside.jsonl)")
@@ -335,12 +447,12 @@ def train(config: ExperimentConfig, *, quiet: bool = False) -> TrainResult:
         with steps.step("load and split the data"):
             split = _single_split(config, schema)
             _empty_check(split, config)
-            _log_split_inputs(run, split, steps)
+            _log_split_inputs(run, split, steps, config)
         scored = _fit_score(split, config, schema, steps)
         scored.metrics["n_set_aside"] = float(len(split.set_aside))
         summary, model_uri = _log_outcome(run, scored, split.test, schema, steps)
     return TrainResult(run.run_id, scored.metrics, scored.model, config, schema, summary,
-                       run.tracking_uri, run.artifact_uri, model_uri)
+                       run.tracking_uri, run.artifact_uri, model_uri, resolved_heads=split.resolved)
 
 
 def _fold_mean(per_fold: list[dict[str, float]]) -> dict[str, float]:
@@ -360,19 +472,20 @@ def _train_cv(config: ExperimentConfig, schema: Schema, steps: _Steps, quiet: bo
 
     with start_run(config, role="cv", quiet=quiet) as parent:
         with steps.step("load the data"):
-            table, source, set_aside = _corpus(config, schema)
+            table, source, set_aside, resolved = _corpus(config, schema)
             table = table.reset_index(drop=True)
-            _log_split_inputs(parent, _Split(table, None, None, {"train": source}, set_aside), steps)
+            _log_split_inputs(parent, _Split(table, None, None, {"train": source}, set_aside, resolved), steps, config)
         folds = kfold(table, k=config.split.folds, by=config.split.by, seed=config.seed, schema=schema)
         per_fold, fold_ids = [], []
         oof_proba = {h.name: np.zeros((len(table), h.n_classes)) for h in schema}
         oof_pred = pd.DataFrame(0, index=table.index, columns=schema.head_names, dtype="int64")
         for i, (train_idx, test_idx) in enumerate(folds, start=1):
             train_part, valid_part = _carve_valid(table.iloc[train_idx], config, schema)
-            split = _Split(train_part, valid_part, table.iloc[test_idx], {p: source for p in ("train", "valid", "test")})
+            split = _Split(train_part, valid_part, table.iloc[test_idx], {p: source for p in ("train", "valid", "test")},
+                           resolved=resolved)
             _empty_check(split, config)
             with start_run(config, role="fold", run_name=f"{config.run_name}/fold{i}", nested=True, quiet=quiet) as child:
-                _log_split_inputs(child, split, steps)
+                _log_split_inputs(child, split, steps, config)
                 scored = _fit_score(split, config, schema, steps)
                 child.log_metrics(scored.metrics)
                 child.log_evaluation(split.test, schema, scored.proba, scored.predicted)
@@ -394,7 +507,7 @@ def _train_cv(config: ExperimentConfig, schema: Schema, steps: _Steps, quiet: bo
         oof_table = table[covered]
         summary, model_uri = _log_outcome(parent, pooled, oof_table, schema, steps)
     return TrainResult(parent.run_id, metrics, final, config, schema, summary, parent.tracking_uri,
-                       parent.artifact_uri, model_uri, fold_ids)
+                       parent.artifact_uri, model_uri, fold_ids, resolved_heads=resolved)
 
 
 def train_all(config: ExperimentConfig, *, quiet: bool = False) -> list[TrainResult]:
@@ -422,7 +535,9 @@ def evaluate(
         quiet: silence MLflow's chatter.
 
     Returns:
-        metric name -> value, as `metrics.score_split` names them.
+        metric name -> value, as `metrics.score_split` names them; with `data_path` also
+        `n_eval_conversations` and how many of them the run was fitted or tuned on
+        (`training_overlap`: scores on those are no test).
 
     Raises:
         ValueError: unknown run, a run that did not finish, a cross-validation parent without
@@ -452,7 +567,7 @@ def evaluate(
         table, prefix = split.test, "test_"
         prior = M.class_prior(split.train, schema)
     else:
-        (table, set_aside), prefix = _read(str(data_path), config, schema), "eval_"
+        (table, set_aside, _), prefix = _read_labelled(str(data_path), config, schema), "eval_"
         saved = extras["floor_prior"]
         prior = {h: np.asarray(p, dtype=float) for h, p in saved.items()} if saved else None
     proba = model.predict_proba(table)
@@ -461,4 +576,5 @@ def evaluate(
     metrics[f"n_{prefix}sentences"] = float(M.evaluable(table).sum())
     if data_path is not None:
         metrics["n_set_aside"] = float(len(set_aside))
+        metrics.update(training_overlap(table, extras.get("training_conversations")))
     return metrics

@@ -84,6 +84,9 @@ def artifact_root(uri: str) -> Path | None:
 
 
 def _prepare_store(uri: str) -> None:
+    # creating a sqlite store logs two INFO lines per new database (table creation, migration)
+    for name in ("mlflow.store.db.utils", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     root = artifact_root(uri)
     if root is not None:
         root.parent.mkdir(parents=True, exist_ok=True)
@@ -140,6 +143,9 @@ def git_commit() -> tuple[str | None, bool | None]:
     return commit or None, bool(status.strip())
 
 
+CONVERSATIONS_ARTIFACT = "split_conversations.json"  # {"train": [digest, ...], "valid": [...]}
+
+
 @contextlib.contextmanager
 def quiet_mlflow(quiet: bool = True) -> Iterator[None]:
     """Silences MLflow's info logging, its artifact progress bars and its warnings while active."""
@@ -186,6 +192,12 @@ class Run:
         if write_json:
             clean = {k: (None if math.isnan(v) else float(v)) for k, v in metrics.items()}
             mlflow.log_dict(clean, "metrics.json")
+
+    def log_params(self, params: Mapping[str, str]) -> None:
+        """Logs run parameters (beside the config's, which `start_run` logs)."""
+        import mlflow
+
+        mlflow.log_params(dict(params))
 
     def log_text(self, text: str, path: str) -> None:
         """Writes `text` as the artifact `path`."""
@@ -451,7 +463,9 @@ def load_run_config(run_id: str, *, tracking_uri: str | None = None) -> tuple[Ex
 
     Returns:
         (config, extras) where extras holds `floor_prior` (head -> list of probabilities, or None),
-        `status`, `role` and `model_uri` (`runs:/<id>/model`).
+        `training_conversations` (`train`/`valid` -> conversation digests the model was fitted
+        or tuned on, see `CONVERSATIONS_ARTIFACT`; None for older runs), `status`, `role` and
+        `model_uri` (`runs:/<id>/model`).
 
     Raises:
         ValueError: no such run in the store, or the run has no `config.yaml`.
@@ -472,9 +486,13 @@ def load_run_config(run_id: str, *, tracking_uri: str | None = None) -> tuple[Ex
             prior = mlflow.artifacts.load_dict(f"{run.info.artifact_uri}/floor_prior.json")
         except (MlflowException, OSError):
             prior = None
+        try:
+            seen = mlflow.artifacts.load_dict(f"{run.info.artifact_uri}/{CONVERSATIONS_ARTIFACT}")
+        except (MlflowException, OSError):  # a run from before the artifact existed
+            seen = None
     import yaml
 
     config = ExperimentConfig.from_dict(yaml.safe_load(text), source=f"run {run_id} config.yaml")
-    extras = {"floor_prior": prior, "status": run.info.status, "role": run.data.tags.get("psyattrs.role", "single"),
+    extras = {"floor_prior": prior, "training_conversations": seen, "status": run.info.status, "role": run.data.tags.get("psyattrs.role", "single"),
               "model_uri": f"runs:/{run_id}/model", "tracking_uri": uri}
     return config, extras

@@ -55,6 +55,7 @@ class _Encoded:
     w: np.ndarray
     y: np.ndarray
     n_classes: int
+    task_major: bool = False  # the ratings are already ordered by task, then worker
 
     @property
     def n_tasks(self) -> int:
@@ -126,27 +127,41 @@ def _encode_matrix(matrix: np.ndarray, ids: Sequence[int], n_classes: int) -> _E
     """Integer codes of a dense, already checked rating matrix (NaN = not rated)."""
     rated = ~np.isnan(matrix)
     rows, cols = np.nonzero(rated)  # row-major: by task, then worker
-    tasks = np.flatnonzero(rated.any(axis=1))
-    t = np.cumsum(rated.any(axis=1)) - 1
-    order = np.argsort(np.asarray(ids))
+    any_rated = np.zeros(len(matrix), dtype=bool)
+    any_rated[rows] = True
+    tasks = np.flatnonzero(any_rated)
+    t = np.cumsum(any_rated) - 1
+    ids = np.asarray(ids, dtype=np.int64)
+    order = np.argsort(ids, kind="stable")
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
     return _Encoded(
         tasks=pd.Index(tasks.astype(np.int64), name="task"),
-        workers=pd.Index(np.asarray(ids, dtype=np.int64)[order], name="worker"),
+        workers=pd.Index(ids[order], name="worker"),
         t=t[rows].astype(np.int64),
         w=rank[cols],
         y=matrix[rows, cols].astype(np.int64),
         n_classes=int(n_classes),
+        task_major=bool(np.all(np.diff(ids) > 0)),  # columns in worker order: rows stay by task, then worker
     )
 
 
 def _argmax_random(counts: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Per row the column of the maximum, ties broken uniformly at random; also which rows tied."""
-    is_max = counts == counts.max(axis=1, keepdims=True)
-    keys = rng.random(counts.shape)
-    keys[~is_max] = -1.0
-    return keys.argmax(axis=1), is_max.sum(axis=1) > 1
+    keys = rng.random(counts.shape)  # drawn for every row, so the stream does not depend on the ties
+    columns = np.ascontiguousarray(counts.T)  # K is small: column-wise passes beat row-wise reductions
+    top = columns.max(axis=0)
+    n_top = np.zeros(len(top), dtype=np.int64)
+    winners = np.full(len(top), -1, dtype=np.int64)
+    for c in range(columns.shape[0]):
+        at_top = columns[c] == top
+        n_top += at_top
+        winners[at_top & (winners < 0)] = c
+    tied = n_top > 1
+    if tied.any():
+        tied_keys = np.where(counts[tied] == top[tied, None], keys[tied], -1.0)
+        winners[tied] = tied_keys.argmax(axis=1)
+    return winners, tied
 
 
 def _proba_frame(p: np.ndarray, tasks: pd.Index) -> pd.DataFrame:
@@ -286,22 +301,31 @@ class OpelaResolver(Aggregator):
         """Applies (a)/(b) to the items with exactly three labels; updates winners and branches."""
         per_task = counts.sum(axis=1)
         three = np.flatnonzero(per_task == 3)
-        order = np.lexsort((enc.w, enc.t))  # by task, then worker
-        starts = np.concatenate(([0], np.cumsum(per_task)[:-1]))
-        pos = starts[three][:, None] + np.arange(3)
-        given = enc.y[order][pos]  # (n_three, 3) classes
-        who = enc.w[order][pos]  # (n_three, 3) worker codes
+        y, w = enc.y, enc.w
+        if not enc.task_major:
+            order = np.lexsort((enc.w, enc.t))  # by task, then worker
+            y, w = y[order], w[order]
+        if len(three) == len(per_task) and len(y) == 3 * len(three):  # every item has three labels
+            given, who = y.reshape(-1, 3), w.reshape(-1, 3)
+        else:
+            starts = np.concatenate(([0], np.cumsum(per_task)[:-1]))
+            pos = starts[three][:, None] + np.arange(3)
+            given = y[pos]  # (n_three, 3) classes
+            who = w[pos]  # (n_three, 3) worker codes
         agree = counts[three].max(axis=1) >= 2
         k, n_w = enc.n_classes, enc.n_workers
 
         a_given, a_who, a_major = given[agree], who[agree], winners[three][agree]
-        in_major = a_given == a_major[:, None]
-        r_num = np.bincount((a_major[:, None] * n_w + a_who).ravel(), weights=in_major.ravel(), minlength=k * n_w)
-        r_den = np.bincount((a_major[:, None] * n_w + a_who).ravel(), minlength=k * n_w)
-        u_num = np.bincount((a_given * n_w + a_who).ravel(), weights=(~in_major).ravel(), minlength=k * n_w)
-        u_den = np.bincount((a_given * n_w + a_who).ravel(), minlength=k * n_w)
-        s_num = np.bincount(a_who.ravel(), weights=in_major.ravel(), minlength=n_w)
-        s_den = np.bincount(a_who.ravel(), minlength=n_w)
+        in_major = (a_given == a_major[:, None]).ravel()
+        who_flat = a_who.ravel()
+        r_cell = (a_major[:, None] * n_w + a_who).ravel()
+        u_cell = (a_given * n_w + a_who).ravel()
+        r_num = np.bincount(r_cell[in_major], minlength=k * n_w)
+        r_den = np.bincount(r_cell, minlength=k * n_w)
+        u_num = np.bincount(u_cell[~in_major], minlength=k * n_w)
+        u_den = np.bincount(u_cell, minlength=k * n_w)
+        s_num = np.bincount(who_flat[in_major], minlength=n_w)
+        s_den = np.bincount(who_flat, minlength=n_w)
         with np.errstate(invalid="ignore", divide="ignore"):
             R = (r_num / r_den).reshape(k, n_w)
             U = (u_num / u_den).reshape(k, n_w)

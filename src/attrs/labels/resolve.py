@@ -122,10 +122,8 @@ def resolve_final_labels(df: pd.DataFrame, schema: Schema, *, method: str = "ope
     missing = _heads_without_labelers(df, schema)
     if missing:
         raise ValueError(f"no labeler{{k}}_{{head}} columns for head(s) {missing}: nothing to resolve them from")
-    out = df.copy()
-    for head in schema:
-        out[final_column(head.name)] = _resolve_head(df, head, method, seed)
-    return out
+    resolved = {final_column(head.name): _resolve_head(df, head, method, seed) for head in schema}
+    return df.assign(**resolved)  # one new frame: existing columns keep their place, new ones appended
 
 
 def _resolve_head(df: pd.DataFrame, head: Head, method: str, seed: int) -> pd.arrays.IntegerArray:

@@ -17,6 +17,7 @@ Features of a sentence (one dense float32 row; NaN where a previous sentence doe
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -24,6 +25,8 @@ import joblib
 import numpy as np
 import pandas as pd
 
+from psyattrs import _runtime
+from psyattrs.errors import PsyattrsWarning
 from psyattrs.features.context import PREV_SURFACE_COLUMNS, context_features, gather_rows, previous_rows
 from psyattrs.models.base import MultiHeadModel, target_prior, weighted_expansion
 from psyattrs.models.tfidf import FEATURIZER_DEFAULTS, LinearHead, check_positive, make_featurizer
@@ -165,6 +168,23 @@ class GBMHead:
         self.__dict__.update(state)
 
 
+_warned_openmp = False
+
+
+def _warn_spinning_openmp() -> None:
+    """Warns once per process when OpenMP loaded before psyattrs could set OMP_WAIT_POLICY."""
+    global _warned_openmp
+    if _runtime.openmp_loaded_early() and not _warned_openmp:
+        _warned_openmp = True
+        warnings.warn(
+            "OpenMP was loaded (by scikit-learn or LightGBM) before `import psyattrs` could set "
+            "OMP_WAIT_POLICY=PASSIVE, so LightGBM's threads spin while they wait and train several times "
+            "slower on a busy machine: import psyattrs first, or set OMP_WAIT_POLICY=PASSIVE in the environment",
+            PsyattrsWarning,
+            stacklevel=3,
+        )
+
+
 class LightGBMModel(MultiHeadModel):
     """Per-head LightGBM on text, context and stacked features (see the module docstring).
 
@@ -279,9 +299,9 @@ class LightGBMModel(MultiHeadModel):
 
     def _fit(self, table: pd.DataFrame, targets: dict[str, np.ndarray], *, progress: bool) -> None:
         from sklearn.decomposition import TruncatedSVD
-        from tqdm.auto import tqdm
 
-        steps = tqdm(total=3 + len(self.schema), desc="lightgbm", disable=not progress)
+        _warn_spinning_openmp()
+        steps = _runtime.progress_bar(total=3 + len(self.schema), desc="lightgbm", enabled=progress)
         self.featurizer_ = make_featurizer(self.schema.language, self.params).fit(table["text"])
         X = self.featurizer_.transform(table["text"])
         if min(X.shape) < 2:

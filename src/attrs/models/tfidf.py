@@ -175,12 +175,12 @@ class TfidfModel(MultiHeadModel):
         return context_matrix(X, table, self.context_previous, float(self.params["context_scale"]))
 
     def _fit(self, table: pd.DataFrame, targets: dict[str, np.ndarray], *, progress: bool) -> None:
-        from tqdm.auto import tqdm
+        from psyattrs._runtime import progress_bar
 
         self.featurizer_ = make_featurizer(self.schema.language, self.params).fit(table["text"])
         X = self._features(table)
         self.heads_ = {}
-        for head in tqdm(self.schema.heads, desc="tfidf heads", disable=not progress):
+        for head in progress_bar(self.schema.heads, desc="tfidf heads", enabled=progress):
             self.heads_[head.name] = LinearHead(
                 head.n_classes,
                 C=float(self.params["C"]),

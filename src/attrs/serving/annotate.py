@@ -396,14 +396,14 @@ def _run_chunks(source, predictor, manifest: dict[str, Any], out: Path, rejects_
                 max_chunks: int | None, progress: bool) -> None:
     import time
 
-    from tqdm.auto import tqdm
-
+    from psyattrs._runtime import on_terminal, progress_bar
     from psyattrs.features.text import clear_tokenizer_cache
 
     counts = manifest["counts"]
     started, written_now = time.perf_counter(), 0
-    bar = tqdm(total=source.total, initial=manifest["progress"], unit=source.unit, unit_scale=True,
-               desc="annotate", disable=not progress, file=sys.stderr, dynamic_ncols=True)
+    bar = progress_bar(total=source.total, initial=manifest["progress"], unit=source.unit, unit_scale=True,
+                       desc="annotate", enabled=progress, file=sys.stderr, dynamic_ncols=True)
+    lines = progress and not on_terminal(sys.stderr)  # logs and CI: one line per chunk instead of a bar
     new = 0
     try:
         for chunk in source.chunks(manifest["position"]):
@@ -427,6 +427,10 @@ def _run_chunks(source, predictor, manifest: dict[str, Any], out: Path, rejects_
             bar.set_postfix_str(f"{counts['written']:,} written, {counts['rejected']:,} rejected, {rate:,.0f} utt/s",
                                 refresh=False)
             bar.update(chunk.progress - bar.n)
+            if lines:
+                share = f" ({chunk.progress / source.total:.0%} of the input)" if source.total else ""
+                print(f"annotate: chunk {index + 1} done{share}, {counts['written']:,} written, "
+                      f"{counts['rejected']:,} rejected, {rate:,.0f} utt/s", file=sys.stderr, flush=True)
             new += 1
             if max_chunks is not None and new >= max_chunks:
                 return

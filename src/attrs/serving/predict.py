@@ -55,6 +55,7 @@ carry no meaning.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,8 @@ import numpy as np
 import pandas as pd
 
 from psyattrs.data.table import normalize_table
+from psyattrs.errors import PsyattrsWarning
+from psyattrs.features.language import LANGUAGE_NAMES, guess_language, language_name
 from psyattrs.schema import Schema
 
 ID_COLUMNS: tuple[str, ...] = ("doc_id", "sent_id", "position", "speaker", "is_pause", "text")
@@ -342,6 +345,25 @@ class Predictor:
 
     def __init__(self, model: Any, *, tracking_uri: str | None = None):
         self.model, self.schema, self.source = load_for_prediction(model, tracking_uri=tracking_uri)
+        self._language_checked = False
+
+    def _check_language(self, table: pd.DataFrame) -> None:
+        """Warns once per Predictor when the text is in another language than the model's."""
+        if self._language_checked:
+            return
+        texts = table.loc[~table["is_pause"].to_numpy(dtype=bool), "text"]
+        found = guess_language(texts)
+        if found is None:
+            return  # too little text to tell; look again at the next call
+        self._language_checked = True
+        trained = self.schema.language
+        if trained in LANGUAGE_NAMES and found != trained:
+            warnings.warn(
+                f"the model was trained on {language_name(trained)} ({trained}) text but this text looks "
+                f"{language_name(found)} ({found}): its predictions carry little meaning there",
+                PsyattrsWarning,
+                stacklevel=4,
+            )
 
     def __repr__(self) -> str:
         return f"Predictor({self.source!r}, heads={self.schema.head_names})"
@@ -370,6 +392,7 @@ class Predictor:
 
         index = table.index
         normal = normalize_table(inputs_to_table(table), self.schema)
+        self._check_language(normal)
         out: dict[str, Any] = {
             "doc_id": normal["doc_id"],
             "sent_id": normal["sent_id"],

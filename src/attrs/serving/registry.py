@@ -15,12 +15,15 @@ versions sit side by side.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 DEFAULT_ALIAS = "champion"
+OWNER_TAG = "psyattrs.registered_by"  # version tag naming who registered it (`register(owner=...)`)
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 _RUNS_URI = re.compile(r"^runs:/([^/]+)(?:/(.+))?$")
 _ALIAS = re.compile(r"^[\w\-]{1,255}$")  # MLflow's rule: letters, digits, _ and -
@@ -111,6 +114,7 @@ def register(
     *,
     alias: "str | Sequence[str] | None" = DEFAULT_ALIAS,
     tracking_uri: str | None = None,
+    owner: str | None = None,
 ) -> Registration:
     """Registers a run's pyfunc model as a new version of `name` and points `alias` at it.
 
@@ -120,13 +124,17 @@ def register(
         alias: one alias, several, or None for none; default `champion`. An alias that pointed at
             an older version moves to the new one.
         tracking_uri: the store; None = MLFLOW_TRACKING_URI or the project's store.
+        owner: who registers (`make demo` passes `make-demo`): the new version gets the tag
+            `OWNER_TAG` = owner, and an alias that already points at a version without that same
+            tag is never moved: the call fails before registering anything. None: no check.
 
     Returns:
         The `Registration` (its `uri` is `models:/NAME@ALIAS`).
 
     Raises:
         ValueError: no such run in the store, a run that did not finish or holds no model, a bad
-            name or alias (MLflow reserves `latest` and `v<number>`).
+            name or alias (MLflow reserves `latest` and `v<number>`), an alias owned by someone
+            else (with `owner`).
     """
     import mlflow
     from mlflow.exceptions import MlflowException
@@ -144,17 +152,38 @@ def register(
             raise ValueError(f"no run {run_id!r} in the tracking store {uri}") from None
         if info.status != "FINISHED":
             raise ValueError(f"run {run_id} ended {info.status}; only a FINISHED run's model can be registered")
+        if owner is not None:
+            _check_owner(client, name, aliases, owner, uri)
         try:
-            version = mlflow.register_model(source, name)
+            with contextlib.redirect_stderr(io.StringIO()):  # MLflow prints "Successfully registered ..."
+                version = mlflow.register_model(source, name)
         except MlflowException as exc:
             raise ValueError(f"cannot register {source} as {name!r} in {uri}: {_message(exc)}") from None
         number = int(version.version)
+        if owner is not None:
+            client.set_model_version_tag(name, str(number), OWNER_TAG, owner)
         for item in aliases:
             try:
                 client.set_registered_model_alias(name, item, number)
             except MlflowException as exc:
                 raise ValueError(f"cannot set alias {item!r} on {name!r} version {number}: {_message(exc)}") from None
     return Registration(name, number, aliases, run_id, source, uri)
+
+
+def _check_owner(client, name: str, aliases: tuple[str, ...], owner: str, uri: str) -> None:
+    """ValueError when one of `aliases` of `name` points at a version not tagged `OWNER_TAG=owner`."""
+    from mlflow.exceptions import MlflowException
+
+    for item in aliases:
+        try:
+            current = client.get_model_version_by_alias(name, item)
+        except MlflowException:  # no such model or alias yet: nothing to protect
+            continue
+        if (current.tags or {}).get(OWNER_TAG) != owner:
+            raise ValueError(
+                f"alias {item!r} of {name!r} in {uri} points at version {current.version}, which {owner} did not "
+                f"register: it is left as it is (use another name or alias)"
+            )
 
 
 def set_alias(name: str, alias: str, version: int, *, tracking_uri: str | None = None) -> Registration:
