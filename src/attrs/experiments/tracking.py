@@ -187,6 +187,12 @@ class Run:
             clean = {k: (None if math.isnan(v) else float(v)) for k, v in metrics.items()}
             mlflow.log_dict(clean, "metrics.json")
 
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        """Logs further run parameters (values as text)."""
+        import mlflow
+
+        mlflow.log_params({k: str(v) for k, v in params.items()})
+
     def log_text(self, text: str, path: str) -> None:
         """Writes `text` as the artifact `path`."""
         import mlflow
