@@ -22,7 +22,7 @@ An item is set aside, with one `Problem` naming the item id and the field, when 
 `annotations` and `annotators` lists differ in length, a label is not one of the schema's
 classes, its `soft_label` does not sum to 1 or disagrees with the shares of its annotations,
 its `hard_label` is not a class, `number of annotations` is not the length of the lists, or its
-text is missing. `n_read == n_kept + len(problems)` counts items.
+text is missing. An item without annotations is kept, unrated (a file to predict). `n_read == n_kept + len(problems)` counts items.
 
 `sibling_splits(path)` finds `X_dev.json` and `X_test.json` beside `X_train.json`.
 """
@@ -235,8 +235,6 @@ def _check_item(item: Mapping[str, Any], head: Head, values: dict[int, int]) -> 
     if bad:
         allowed = sorted(values)
         faults.append(("annotations", f"label(s) {bad[:5]} outside the schema's classes {allowed} (head {head.name!r})"))
-    if not raw:
-        faults.append(("annotations", "no annotation"))
     n_stated = item.get("number of annotations")
     if n_stated is not None and _as_int(str(n_stated)) != len(raw):
         faults.append(("number of annotations", f"says {n_stated} but the item has {len(raw)} annotations"))
