@@ -16,7 +16,7 @@ What the reader makes of it (`read_lewidi`):
 - the schema comes from the file unless one is given (`schema_of`): one head named after the
   annotation task (`offensiveness detection` -> `offensiveness`), binary when every annotation is
   0/1, else a severity head whose classes are the integer values from the lowest to the highest
-  (ConvAbuse: -3..1 -> classes 0..4, named `-3`..`1`); the language is the items' `lang`.
+  (ConvAbuse: -3..1 -> classes 0..4, named `-3`..`1`; values within -3..1 always get that scale); the language is the items' `lang`.
 
 An item is set aside, with one `Problem` naming the item id and the field, when its
 `annotations` and `annotators` lists differ in length, a label is not one of the schema's
@@ -50,6 +50,9 @@ CONVERSATION_TURNS: tuple[tuple[str, str], ...] = (
 )
 """ConvAbuse's turns in order, with the speaker of each; the last one is rated."""
 SPLITS: tuple[str, ...] = ("train", "dev", "test")
+CONVABUSE_SCALE = (-3, 1)
+"""ConvAbuse's severity values; a file whose values lie within it gets all five classes, so that
+train and test files read alike whichever values each happens to hold."""
 SOFT_TOLERANCE = 0.01
 """How far a `soft_label` may be from summing to 1, or from its annotations' shares (the files
 round shares such as 1/3)."""
@@ -162,6 +165,8 @@ def schema_of(items: Mapping[str, Mapping[str, Any]], *, name: str = "lewidi") -
         ordinal = False
     else:
         low, high = min(values), max(values)
+        if CONVABUSE_SCALE[0] <= low and high <= CONVABUSE_SCALE[1]:  # the documented scale, whole
+            low, high = CONVABUSE_SCALE
         classes = {i: str(v) for i, v in enumerate(range(low, high + 1))}
         ordinal = True
     language = max(langs, key=langs.get) if langs else ""
@@ -265,11 +270,12 @@ def _check_soft(soft: Any, raw: list[str], head: Head, values: dict[int, int]) -
         return [("soft_label", f"soft_label sums to {total:.4g}, not 1")]
     numbers = [int(float(v)) for v in raw]
     keys = {_as_int(k) for k in shares}
-    if keys <= set(values):  # shares over the annotation values themselves
-        observed = {k: numbers.count(k) / len(numbers) for k in keys | set(numbers)}
-    elif keys <= {0, 1}:  # ConvAbuse: severity annotations, binary shares (negative values = 1, abusive)
+    severity = values != {c: c for c in head.values}
+    if severity and keys <= {0, 1}:  # ConvAbuse: severity annotations, binary shares (negative = 1, abusive)
         abusive = sum(1 for v in numbers if v < 0) / len(numbers)
         observed = {0: 1.0 - abusive, 1: abusive}
+    elif keys <= set(values):  # shares over the annotation values themselves
+        observed = {k: numbers.count(k) / len(numbers) for k in keys | set(numbers)}
     else:
         return [("soft_label", f"soft_label classes {sorted(shares)} are not the head's classes")]
     stated = {_as_int(k): v for k, v in shares.items()}
