@@ -365,3 +365,21 @@ def test_data_stats_lists_many_annotators_as_a_spread(tmp_path, capsys):
 def test_schema_of_falls_back_to_unknown_language_for_a_bad_code():
     schema = schema_of({"1": _item("x", "A", "0", lang="??")})
     assert schema.language == "und"
+
+
+def test_annotate_reads_a_lewidi_file_and_accounts_for_every_item(tmp_path, capsys):
+    corpus = load_corpus(write_json(corpus_items(EN_BAD, EN_OK), tmp_path / "En_train.json"))
+    model = build_model("tfidf", corpus.schema, min_df=1)
+    model.fit(corpus.utterances, mixed_targets(corpus.utterances, corpus.schema, lam=0.0))
+    model.save(tmp_path / "model")
+    items = corpus_items(EN_BAD, EN_OK, split="test", n_copies=2, start=50)
+    items["broken"] = _item("lists differ", "A1,A2", "0")
+    path = write_json(items, tmp_path / "En_test.json")
+    out = tmp_path / "annotated"
+    assert main(["annotate", str(path), "--model", str(tmp_path / "model"), "--out", str(out), "--chunk-size", "5"]) == 0
+    manifest = json.loads((out / "_manifest.json").read_text())
+    parts = [pd.read_parquet(out / f"part-{i:06d}.parquet") for i in range(manifest["chunks"])]
+    annotated = pd.concat(parts)
+    assert manifest["chunks"] >= 3 and sorted(annotated["doc_id"]) == sorted(str(i) for i in range(50, 66))
+    rejects = [json.loads(line) for line in (out / "_rejects.jsonl").read_text().splitlines()]
+    assert [(r["doc_id"], r["field"]) for r in rejects] == [("broken", "annotations")]
