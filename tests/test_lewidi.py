@@ -225,7 +225,8 @@ def test_long_layout_infers_its_schema_and_resolves_on_the_command_line(tmp_path
     table = pd.read_csv(out)
     assert table["labeler_label"].tolist() == [0, 1, 0, 1]
     assert main(["data", "stats", str(path)]) == 0
-    assert "L" in capsys.readouterr().out
+    out_text = capsys.readouterr().out
+    assert "Lw1 -  Lw2 -  Lw3 -  Lw9 -" in out_text and "4 x 4 raters" in out_text  # annotator ids, no final yet
 
 
 def test_annotations_from_slots_names_fixed_labelers():
