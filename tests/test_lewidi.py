@@ -293,7 +293,7 @@ def test_sibling_splits_and_the_files_own_split(tmp_path):
     assert sibling_splits(tmp_path / "Ar_dev.json") is None
 
 
-def test_lewidi_config_trains_on_the_official_splits_with_the_fallback_tokenizer_stated(tmp_path):
+def test_lewidi_config_trains_on_the_official_splits_with_the_fallback_tokenizer_stated(tmp_path, capsys):
     import mlflow
 
     from psyattrs.experiments.config import load_config
@@ -313,6 +313,13 @@ def test_lewidi_config_trains_on_the_official_splits_with_the_fallback_tokenizer
     params = mlflow.MlflowClient(tracking_uri=uri).get_run(result.run_id).data.params
     assert params["features.language"] == "ar"
     assert "whitespace words (fallback" in params["features.tokenizer"]
+    # evaluate on the official test file gives the run's own test scores
+    from psyattrs.experiments.runner import evaluate
+
+    again = evaluate(result.run_id, tmp_path / "Ar_test.json", tracking_uri=uri)
+    assert again["eval_soft_ce_offensiveness"] == pytest.approx(m["test_soft_ce_offensiveness"])
+    assert main(["evaluate", "--run", result.run_id, "--tracking-uri", uri, "--data", str(tmp_path / "Ar_test.json")]) == 0
+    assert "offensiveness" in capsys.readouterr().out
 
 
 def test_one_file_with_a_split_field_is_split_by_it(tmp_path):

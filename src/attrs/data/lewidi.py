@@ -29,6 +29,7 @@ text is missing. An item without annotations is kept, unrated (a file to predict
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -124,7 +125,10 @@ def _split_list(value: Any) -> list[str]:
     return [v.strip() for v in text.split(",")] if text else []
 
 
+@functools.lru_cache(maxsize=4096)
 def _as_int(value: str) -> int | None:
+    """The integer a label text writes (`"1"`, `"-3"`, `"1.0"`), None when it is not one (cached:
+    a corpus writes few distinct labels)."""
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -268,7 +272,7 @@ def _check_soft(soft: Any, raw: list[str], head: Head, values: dict[int, int]) -
     total = sum(shares.values())
     if not math.isfinite(total) or abs(total - 1.0) > SOFT_TOLERANCE:
         return [("soft_label", f"soft_label sums to {total:.4g}, not 1")]
-    numbers = [int(float(v)) for v in raw]
+    numbers = [_as_int(v) for v in raw]
     keys = {_as_int(k) for k in shares}
     severity = values != {c: c for c in head.values}
     if severity and keys <= {0, 1}:  # ConvAbuse: severity annotations, binary shares (negative = 1, abusive)

@@ -132,6 +132,12 @@ def _schema(config: ExperimentConfig) -> Schema:
     return load_schema(config.data.schema)
 
 
+def config_schema(config: ExperimentConfig) -> Schema:
+    """The schema a config trains with: `data.schema`, or for a LeWiDi corpus under the default
+    `opela` the file's own (`psyattrs.data.lewidi.file_schema`)."""
+    return _schema(config)
+
+
 def _is_lewidi(path: str, config: ExperimentConfig) -> bool:
     from psyattrs.data.io import detect_format
 
