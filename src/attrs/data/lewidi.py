@@ -36,7 +36,6 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-import numpy as np
 import pandas as pd
 
 from psyattrs.data.annotations import make_annotations, vote_slots
