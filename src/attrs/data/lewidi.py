@@ -11,7 +11,9 @@ What the reader makes of it (`read_lewidi`):
   (`user`, `sent_id` = item id) is rated, the others are context;
 - the annotators' ratings go to the long table `Corpus.annotations` (sent_id, annotator, head,
   label; `psyattrs.data.annotations`), and to the vote slots `labeler{k}_{head}` of the
-  utterance table; `hard_label` becomes the final label `labeler_{head}`, the file's `split`
+  utterance table; `hard_label` becomes the final label `labeler_{head}` of a binary head (a severity head
+  has none from the file: ConvAbuse's `hard_label` is abusive yes/no; `psyattrs labels resolve` adds
+  one), the file's `split`
   (train/dev/test) the column `split`, `other_info` the column `other_info` (JSON text);
 - the schema comes from the file unless one is given (`schema_of`): one head named after the
   annotation task (`offensiveness detection` -> `offensiveness`), binary when every annotation is
