@@ -80,7 +80,7 @@ def test_a_later_data_source_replaces_the_earlier_one(tmp_path):
         ("context: {previous: two}\n", r"context.previous: must be an integer, got 'two'"),
         ("model: {calibration: isotonic}\n", r"'isotonic' is not one of \[None, 'temperature', 'platt'\]"),
         ("model: {tune_thresholds: 1}\n", r"model.tune_thresholds: must be true or false"),
-        ("data: {format: public}\n", r"data.format: 'public' is not one of \['auto', 'annotated', 'generic'\]"),
+        ("data: {format: public}\n", r"data.format: 'public' is not one of \['auto', 'annotated', 'generic', 'lewidi', 'long'\]"),
         ("seed: true\n", r"seed: must be an integer"),
         ("sweep: [{targets.lambda: 2}]\n", r"sweep\[0\].*targets.lambda: must be in"),
         ("sweep: [{model.kid: majority}]\n", r"sweep\[0\].*'model.kid'"),

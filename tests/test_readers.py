@@ -538,9 +538,9 @@ def test_load_corpus_dispatches_and_forces(public_csv, annotated_csv, generic_cs
 
 
 def test_load_corpus_bad_format_names_the_allowed(annotated_csv):
-    with pytest.raises(ValueError, match=r"format 'tsv' is not one of \['annotated', 'public', 'generic', 'personaldialog'\]"):
+    with pytest.raises(ValueError, match=r"format 'tsv' is not one of \['annotated', 'public', 'generic', 'personaldialog', 'lewidi', 'long'\]"):
         load_corpus(annotated_csv, format="tsv")
-    assert FORMATS == ("annotated", "public", "generic", "personaldialog")
+    assert FORMATS == ("annotated", "public", "generic", "personaldialog", "lewidi", "long")
 
 
 def test_load_corpus_reads_an_annotated_file_with_another_schema_as_generic(tmp_path, generic_schema):

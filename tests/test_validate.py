@@ -253,7 +253,7 @@ def test_cli_validate_unusable_files_exit_2_with_one_message(tmp_path, capsys):
 def test_cli_validate_bad_format_names_the_allowed(annotated_csv, capsys):
     assert main(["data", "validate", str(annotated_csv), "--format", "xml"]) == 2
     err = capsys.readouterr().err
-    assert "format 'xml' is not one of ['annotated', 'public', 'generic', 'personaldialog']" in err
+    assert "format 'xml' is not one of ['annotated', 'public', 'generic', 'personaldialog', 'lewidi', 'long']" in err
 
 
 def test_cli_validate_as_a_subprocess_shows_no_traceback(tmp_path):

@@ -24,6 +24,9 @@ from psyattrs.errors import InputFileError
 _HEAD_NAME = re.compile(r"^[a-z][a-z0-9]*$")
 _SCHEMA_KEYS = {"name", "heads", "language"}
 _HEAD_KEYS = {"name", "classes", "ordinal", "description"}
+_LANGUAGE = re.compile(r"^[a-z]{2,3}([-_][a-z0-9]{2,8})*$")
+UNKNOWN_LANGUAGE = "und"
+"""The language code of a corpus whose language is not stated (ISO 639-2 `und`)."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,10 @@ class Schema:
     Attributes:
         name: schema name (`opela` for the built-in one).
         heads: the heads in column order.
-        language: `ko`, `zh` or `en`: picks the word tokenizer (kiwipiepy, jieba, whitespace).
+        language: a lower-case language code (`ko`, `zh`, `en`, `ar`, `ja`, `pt-br`, ...), or
+            `und` when unknown. `ko`, `zh` and `en` have their own word tokenizers (kiwipiepy,
+            jieba, words and punctuation); every other code falls back to character n-grams plus
+            whitespace words (`psyattrs.features.text.word_tokenizer`).
     """
 
     name: str
@@ -94,8 +100,11 @@ class Schema:
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"schema {self.name!r} names heads twice: {dupes}")
-        if self.language not in {"ko", "zh", "en"}:
-            raise ValueError(f"schema language {self.language!r} is not one of ['en', 'ko', 'zh']")
+        if not isinstance(self.language, str) or not _LANGUAGE.match(self.language):
+            raise ValueError(
+                f"schema language {self.language!r} is not a language code (lower-case ISO 639 such as "
+                f"'en', 'ar', 'ja', 'pt-br', or {UNKNOWN_LANGUAGE!r} when unknown)"
+            )
         object.__setattr__(self, "_by_name", {h.name: h for h in self.heads})
 
     @property
@@ -161,7 +170,14 @@ class Schema:
                     description=str(h.get("description", "")),
                 )
             )
-        return cls(name=str(data.get("name", "custom")), heads=tuple(heads), language=str(data.get("language", "ko")))
+        return cls(name=str(data.get("name", "custom")), heads=tuple(heads), language=_language(data.get("language", "ko")))
+
+
+def _language(value: Any) -> str:
+    """A schema file's `language`: a code as written (lower-cased), `und` for null or empty."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return UNKNOWN_LANGUAGE
+    return str(value).strip().lower()
 
 
 OPELA = Schema(

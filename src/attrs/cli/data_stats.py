@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
@@ -47,7 +48,8 @@ def corpus_stats(corpus: Any) -> dict[str, Any]:
     if corpus.format == "public" and corpus.label_sequences is not None:
         table = corpus.label_sequences
         note = "public release: final labels only (no per-labeler columns), pauses not marked"
-    stats = corpus_agreement(table, corpus.schema)
+    annotations = getattr(corpus, "annotations", None) if table is corpus.utterances else None
+    stats = corpus_agreement(table, corpus.schema, annotations=annotations)
     if all(h["n_final"] == 0 and h["n_labelers"] == 0 for h in stats["heads"].values()):
         note = "no labels in this corpus: neither final labels nor labelers' columns"
     head = {"source": str(corpus.source) if corpus.source else None, "format": corpus.format, "note": note}
@@ -64,13 +66,29 @@ def _num(x: float | None, digits: int = 3) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
+MAX_LISTED_LABELERS = 8
+
+
+def _labeler_cell(rows: list[dict[str, Any]]) -> str:
+    """Each labeler's agreement, or for many annotators their count and the spread."""
+    if not rows:
+        return "-"
+    if len(rows) <= MAX_LISTED_LABELERS:
+        return "  ".join(f"L{a['labeler']} {_num(a['agreement'], 2)}" for a in rows)
+    values = np.array([a["agreement"] for a in rows if a["agreement"] is not None], dtype=float)
+    if not len(values):
+        return f"{len(rows)} annotators"
+    q1, median, q3 = np.percentile(values, [25, 50, 75])
+    return f"{len(rows)} annotators: median {median:.2f} (quartiles {q1:.2f}-{q3:.2f})"
+
+
 def agreement_table(stats: dict[str, Any]) -> Table:
     """Rich table: one row per head with alpha, kappa, labeler agreement and all-different share."""
     table = Table(title="Agreement per head (pause rows excluded)", title_justify="left")
     for col in ("head", "n", "alpha", "level", "Fleiss kappa", "kappa on", "labelers vs final", "all different"):
         table.add_column(col, justify="left" if col in ("head", "level", "kappa on", "labelers vs final") else "right")
     for name, h in stats["heads"].items():
-        labelers = "  ".join(f"L{a['labeler']} {_num(a['agreement'], 2)}" for a in h["labeler_agreement"]) or "-"
+        labelers = _labeler_cell(h["labeler_agreement"])
         diff = h["all_different"]
         different = f"{_pct(diff['share'])} ({diff['n']}/{diff['n_items']})" if diff["n_items"] else "-"
         kappa_on = f"{h['fleiss_items']} x {h['fleiss_raters']} raters" if h["fleiss_raters"] else "-"

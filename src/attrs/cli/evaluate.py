@@ -45,9 +45,8 @@ def _warn_overlap(metrics: dict[str, float], data: Path) -> None:
 
 def handler(args: argparse.Namespace) -> int:
     from psyattrs.experiments.metrics import format_table, summary_table
-    from psyattrs.experiments.runner import evaluate
+    from psyattrs.experiments.runner import config_schema, evaluate
     from psyattrs.experiments.tracking import load_run_config
-    from psyattrs.schema import load_schema
 
     metrics = evaluate(args.run_id, args.data, tracking_uri=args.tracking_uri)
     config, _ = load_run_config(args.run_id, tracking_uri=args.tracking_uri)
@@ -56,7 +55,7 @@ def handler(args: argparse.Namespace) -> int:
     print(f"run {args.run_id} ({config.run_name}, {config.model.kind}) on {what}")
     if args.data is not None:
         _warn_overlap(metrics, args.data)
-    print(format_table(summary_table(metrics, load_schema(config.data.schema), prefix=prefix)))
+    print(format_table(summary_table(metrics, config_schema(config), prefix=prefix)))
     if args.json is not None:
         clean = {k: (None if math.isnan(v) else v) for k, v in metrics.items()}
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -63,18 +63,23 @@ def handler(args: argparse.Namespace) -> int:
         raise ValueError("nothing to do: give --out OUT to write the resolved table, --check, or both")
     kind = output_kind(args.out) if args.out is not None else None
     corpus = load_corpus(args.input, format=args.format, schema=args.schema)
-    if corpus.record_kind != "sentence":
+    if corpus.record_kind != "sentence" and corpus.annotations is None:
         raise ValueError(
             f"{args.input} is read as {corpus.format!r}, which has no per-labeler labels to resolve; "
             "labels resolve needs an annotated or generic per-sentence table with labeler{k}_{head} columns"
         )
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     if args.check:
-        for table in check_tables(compare_with_final(corpus.utterances, corpus.schema, seed=args.seed)):
+        for table in check_tables(compare_with_final(corpus.utterances, corpus.schema, seed=args.seed,
+                                                       annotations=corpus.annotations)):
             console.print(table)
     if args.out is not None:
-        resolved = resolve_final_labels(corpus.utterances, corpus.schema, method=args.method, seed=args.seed)
-        table = output_table(corpus.source or args.input, resolved, corpus.schema)
+        resolved = resolve_final_labels(corpus.utterances, corpus.schema, method=args.method, seed=args.seed,
+                                        annotations=corpus.annotations)
+        if corpus.annotations is not None:  # LeWiDi JSON, long table: the utterance table it became
+            table = resolved
+        else:
+            table = output_table(corpus.source or args.input, resolved, corpus.schema)
         write_table(table, args.out, kind)
         console.print(
             f"resolved {len(table)} rows with method {args.method} (seed {args.seed}); wrote {args.out}", soft_wrap=True

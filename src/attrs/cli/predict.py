@@ -9,6 +9,10 @@ for memory use `psyattrs annotate`.
 Without `--out`, prints each sentence with every head's class name and probability; `--json`
 prints one JSON object per sentence instead. `--out` writes the full prediction table (every
 class probability and the disagreement) as `.parquet`, `.csv` or `.jsonl` (one dict per sentence).
+
+`--format lewidi` reads a LeWiDi harmonised JSON file and writes the predictions the way the task
+collects them (`psyattrs.serving.lewidi_output`): one JSON object, item id -> `hard_label` and
+`soft_label` per class, to `--out X.json` or, without `--out`, to standard output.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--dialogue", action="store_true", help="the --text sentences are one conversation, in order")
     parser.add_argument("--input", type=Path, default=None, metavar="PATH",
                         help="corpus file: PersonalDialog JSON lines, CSV/Parquet utterance table, or .txt")
-    parser.add_argument("--format", default=None, help="force the --input format (default: detect)")
+    parser.add_argument("--format", default=None,
+                        help="force the --input format (default: detect); lewidi also writes the LeWiDi layout")
     parser.add_argument("--out", type=Path, default=None, metavar="PATH", help="write predictions (.parquet, .csv, .jsonl)")
     parser.add_argument("--json", action="store_true", help="print one JSON object per sentence")
     add_tracking_uri(parser)
@@ -104,8 +109,14 @@ def handler(args: argparse.Namespace) -> int:
         raise ValueError("give sentences with --text or a file with --input (one of them)")
     if args.dialogue and not args.text:
         raise ValueError("--dialogue applies to --text sentences")
-    if args.out is not None and args.out.suffix.lower() not in OUT_SUFFIXES:
-        raise ValueError(f"--out {args.out}: the file name must end in one of {list(OUT_SUFFIXES)}")
+    lewidi = args.format == "lewidi"
+    if lewidi and args.input is None:
+        raise ValueError("--format lewidi reads a LeWiDi file: give it with --input")
+    if lewidi and args.out is not None and args.out.suffix.lower() != ".json":
+        raise ValueError(f"--out {args.out}: LeWiDi predictions are one JSON object; the file name must end in .json")
+    if not lewidi and args.out is not None and args.out.suffix.lower() not in OUT_SUFFIXES:
+        raise ValueError(f"--out {args.out}: the file name must end in one of {list(OUT_SUFFIXES)} "
+                         "(or .json with --format lewidi)")
     predictor = Predictor(args.model, tracking_uri=args.tracking_uri)
     problems: list = []
     if args.text:
@@ -121,7 +132,15 @@ def handler(args: argparse.Namespace) -> int:
         if len(problems) > SHOWN_PROBLEMS:
             print(f"  ... and {len(problems) - SHOWN_PROBLEMS} more (psyattrs data validate --report lists all)",
                   file=sys.stderr)
-    if args.out is not None:
+    if lewidi:
+        from psyattrs.serving.lewidi_output import lewidi_predictions, write_lewidi_predictions
+
+        if args.out is not None:
+            n = write_lewidi_predictions(frame, predictor.schema, args.out)
+            print(f"{n} item(s) predicted with {predictor.source} -> {args.out}")
+        else:
+            print(json.dumps(lewidi_predictions(frame, predictor.schema), ensure_ascii=False, indent=1))
+    elif args.out is not None:
         _write(frame, args.out, predictor)
         print(f"{len(frame)} sentence(s) predicted with {predictor.source} -> {args.out}")
     elif args.json:

@@ -9,7 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from psyattrs.data.generic import read_generic
+from psyattrs.data.annotations import corpus_annotator_labels
 from psyattrs.data.io import FORMATS, detect_format
+from psyattrs.data.lewidi import read_lewidi
+from psyattrs.data.long import read_long
 from psyattrs.data.opela import read_annotated, read_public
 from psyattrs.data.personaldialog import iter_personaldialog, read_personaldialog
 from psyattrs.data.table import Corpus, Problem
@@ -19,11 +22,14 @@ __all__ = [
     "FORMATS",
     "Corpus",
     "Problem",
+    "corpus_annotator_labels",
     "detect_format",
     "iter_personaldialog",
     "load_corpus",
     "read_annotated",
     "read_generic",
+    "read_lewidi",
+    "read_long",
     "read_personaldialog",
     "read_public",
 ]
@@ -38,7 +44,8 @@ def load_corpus(
         path: the file.
         format: one of `FORMATS` to force it, or None to detect it from the content.
         schema: a `Schema`, "opela", a schema YAML path, or None (OPELA; for PersonalDialog,
-            OPELA's heads with language `zh`). A file detected as `annotated` but read with a
+            OPELA's heads with language `zh`; for LeWiDi and long tables, the schema the file
+            implies: `psyattrs.data.lewidi.schema_of`). A file detected as `annotated` but read with a
             schema other than OPELA is read as `generic` (the annotated layout is OPELA's).
 
     Returns:
@@ -54,6 +61,10 @@ def load_corpus(
     fmt = format or detect_format(path)
     if fmt == "personaldialog":
         return read_personaldialog(path, schema=resolved)
+    if fmt == "lewidi":
+        return read_lewidi(path, resolved)
+    if fmt == "long":
+        return read_long(path, resolved)
     resolved = resolved or OPELA
     if fmt == "annotated" and format is None and resolved != OPELA:
         fmt = "generic"

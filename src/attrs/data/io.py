@@ -15,6 +15,10 @@ Formats are detected from the content, never from the file name (`detect_format`
 |                  | `labeler{1,2,3}_{head}` for the six OPELA heads (FORMATS §2)                |
 | `generic`        | any other table with `doc_id` and `text` (FORMATS §5)                       |
 | `personaldialog` | JSON lines whose first record has a `dialog` key (FORMATS §4)               |
+| `lewidi`         | one JSON object whose first value is an item with `text`, `annotators` and  |
+|                  | `annotations` (the LeWiDi harmonised JSON, FORMATS §7)                      |
+| `long`           | a table with an item column (`task`, `item`, `item_id` or `sent_id`), an    |
+|                  | annotator column (`worker` or `annotator`) and `label`: one row per rating  |
 
 Tables are CSV (any of the encodings above) or Parquet (recognised by its `PAR1` magic bytes).
 """
@@ -37,7 +41,7 @@ import pandas as pd
 from psyattrs.errors import InputFileError
 from psyattrs.schema import OPELA, Head
 
-FORMATS: tuple[str, ...] = ("annotated", "public", "generic", "personaldialog")
+FORMATS: tuple[str, ...] = ("annotated", "public", "generic", "personaldialog", "lewidi", "long")
 ENCODINGS: tuple[str, ...] = ("utf-8", "utf-8-sig", "cp949")
 MISSING_TOKENS = frozenset({"", "na", "nan", "<na>", "none", "null"})
 """Cell values (case-insensitive, surrounding spaces ignored) that mean "not rated" in a label column."""
@@ -45,6 +49,10 @@ MISSING_TOKENS = frozenset({"", "na", "nan", "<na>", "none", "null"})
 PUBLIC_TEXT_COLUMNS = ("persona_text_all", "user_text_all")
 ANNOTATED_KEY_COLUMNS = ("doc_id", "sent_id", "person_type", "text")
 GENERIC_KEY_COLUMNS = ("doc_id", "text")
+LONG_ITEM_COLUMNS = ("task", "item", "item_id", "sent_id")
+LONG_ANNOTATOR_COLUMNS = ("worker", "annotator")
+LEWIDI_ITEM_KEYS = frozenset({"text", "annotators", "annotations"})
+"""The keys that make a JSON object a LeWiDi item."""
 
 _PARQUET_MAGIC = b"PAR1"
 _SNIFF_BYTES = 1 << 16
@@ -404,6 +412,8 @@ def classify_columns(columns: Iterable[str], path: "str | Path") -> str:
             "looks like the OPELA public release (persona_text_all, user_text_all) but has no "
             "labeler_{head} label-list columns",
         )
+    if "label" in cols and cols & set(LONG_ITEM_COLUMNS) and cols & set(LONG_ANNOTATOR_COLUMNS):
+        return "long"
     opela_labels = {f"labeler{k}_{h}" for k in (1, 2, 3) for h in OPELA.head_names}
     if set(ANNOTATED_KEY_COLUMNS) <= cols and opela_labels <= cols:
         return "annotated"
@@ -420,6 +430,26 @@ def first_json_record(path: "str | Path") -> object:
             except (json.JSONDecodeError, RecursionError) as exc:
                 raise InputFileError(path, f"not valid JSON lines: {exc}", row=number) from None
     raise InputFileError(path, "holds only blank lines")
+
+
+def looks_like_lewidi(start: str) -> bool:
+    """True when a JSON text begins as a LeWiDi file: an object whose first value is an object
+    with `text`, `annotators` and `annotations` (`LEWIDI_ITEM_KEYS`).
+
+    Args:
+        start: the beginning of the file (about 64 KiB), decoded.
+    """
+    s = start.lstrip()
+    m = re.match(r'\{\s*"(?:[^"\\]|\\.)*"\s*:\s*', s)
+    if not m:
+        return False
+    try:
+        item, _ = json.JSONDecoder().raw_decode(s, m.end())
+    except (json.JSONDecodeError, RecursionError):
+        # the first item runs past the sniffed beginning: look for the keys in what there is
+        rest = s[m.end() :]
+        return rest.startswith("{") and all(f'"{k}"' in rest for k in LEWIDI_ITEM_KEYS)
+    return isinstance(item, dict) and LEWIDI_ITEM_KEYS <= set(item)
 
 
 def detect_format(path: "str | Path") -> str:
@@ -447,6 +477,8 @@ def detect_format(path: "str | Path") -> str:
         raise InputFileError(p, "holds only blank lines")
     if start[0] == "[":
         raise InputFileError(p, "a JSON array; JSON input must be JSON lines (one record per line)")
+    if start[0] == "{" and looks_like_lewidi(start):
+        return "lewidi"
     if start[0] == "{":
         record = first_json_record(p)
         if isinstance(record, dict) and "dialog" in record:

@@ -168,7 +168,11 @@ class Corpus:
         problems: the records set aside, with reasons.
         n_read: records read from the file (sentences, or conversations for the public release);
             `n_read == n_kept + len(problems)` where each problem is one record.
-        record_kind: what a record is: `sentence`, `conversation` or `dialogue`.
+        record_kind: what a record is: `sentence`, `conversation`, `dialogue`, `item` (a LeWiDi
+            item: one conversation) or `rating` (one row of a long annotation table).
+        annotations: the long annotation table (`psyattrs.data.annotations`: sent_id, annotator,
+            head, label) for corpora whose annotators are many people rather than fixed labelers
+            (LeWiDi, the long layout); then `labeler{k}_{head}` are vote slots. None otherwise.
     """
 
     utterances: pd.DataFrame
@@ -180,9 +184,12 @@ class Corpus:
     problems: list[Problem] = field(default_factory=list)
     n_read: int = 0
     record_kind: str = "sentence"
+    annotations: pd.DataFrame | None = None
 
     @property
     def n_kept(self) -> int:
         if self.record_kind == "sentence":
             return len(self.utterances)
+        if self.record_kind == "rating":
+            return len(self.annotations) if self.annotations is not None else 0
         return len(self.conversations)

@@ -360,7 +360,7 @@ def summarize(corpus: Corpus) -> dict[str, Any]:
         "pauses": int(utt["is_pause"].sum()) if "is_pause" in utt else 0,
     }
     labelled = corpus.label_sequences if corpus.label_sequences is not None else utt
-    ks = labeler_ids(labelled.columns, schema.head_names)
+    ks = labeler_ids(labelled.columns, schema.head_names) if corpus.annotations is None else []
     summary["labelers"] = ks
     heads: dict[str, Any] = {}
     for head in schema.heads:
@@ -379,6 +379,9 @@ def summarize(corpus: Corpus) -> dict[str, Any]:
                 }
         if per_labeler:
             entry["labelers"] = per_labeler
+        if corpus.annotations is not None:
+            part = corpus.annotations[corpus.annotations["head"] == head.name]
+            entry["ratings"] = _class_counts(part["label"], head.values)
         heads[head.name] = entry
     summary["heads"] = heads
     label_cols = [c for c in labelled.columns if c in _all_label_columns(labelled.columns, schema)]
@@ -386,7 +389,27 @@ def summarize(corpus: Corpus) -> dict[str, Any]:
         summary["context_only"] = int(utt[label_cols].isna().all(axis=1).sum())
     if corpus.format == "public":
         summary.update(_public_summary(corpus))
+    if corpus.annotations is not None:
+        summary.update(_annotation_summary(corpus))
     return summary
+
+
+def _annotation_summary(corpus: Corpus) -> dict[str, Any]:
+    """`annotators` (distinct ids, ratings, ratings per rated utterance: min/median/max) and, when
+    the file states them, `splits` (items per official split)."""
+    ann = corpus.annotations
+    per_item = ann.groupby("sent_id", sort=False).size() if len(ann) else pd.Series(dtype="int64")
+    out: dict[str, Any] = {"annotators": {
+        "distinct": int(ann["annotator"].nunique()),
+        "ratings": int(len(ann)),
+        "per_item_min": int(per_item.min()) if len(per_item) else 0,
+        "per_item_median": float(per_item.median()) if len(per_item) else 0.0,
+        "per_item_max": int(per_item.max()) if len(per_item) else 0,
+    }}
+    if "split" in corpus.conversations:
+        counts = corpus.conversations["split"].astype(str).value_counts()
+        out["splits"] = {str(k): int(v) for k, v in counts.items()}
+    return out
 
 
 def _all_label_columns(columns: Iterable[str], schema: Schema) -> set[str]:
@@ -454,8 +477,17 @@ def format_summary(summary: dict[str, Any]) -> str:
             f"with a trailing newline {summary['trailing_newline_rows']}, "
             f"blank persona lines != pause_count {summary['pause_count_mismatch_rows']}"
         )
-    labelers = summary["labelers"]
-    lines.append("labelers: " + (", ".join(f"labeler{k}" for k in labelers) if labelers else "none"))
+    if "annotators" in summary:
+        a = summary["annotators"]
+        lines.append(
+            f"annotators: {a['distinct']:,} distinct, {a['ratings']:,} ratings, per rated item "
+            f"{a['per_item_min']}-{a['per_item_max']} (median {a['per_item_median']:g})"
+        )
+        if summary.get("splits"):
+            lines.append("splits: " + ", ".join(f"{k or '(none)'} {v:,}" for k, v in summary["splits"].items()))
+    else:
+        labelers = summary["labelers"]
+        lines.append("labelers: " + (", ".join(f"labeler{k}" for k in labelers) if labelers else "none"))
     lines.extend(_head_table(summary["heads"]))
     return "\n".join(lines)
 
@@ -466,6 +498,7 @@ def _head_table(heads: dict[str, Any]) -> list[str]:
     for e in heads.values():
         for lab in e.get("labelers", {}).values():
             n_classes = max(n_classes, len(lab["counts"]))
+        n_classes = max(n_classes, len(e.get("ratings", {})))
     if n_classes == 0:
         return ["labels: none"]
     header = ["head", "labels"] + [f"class {c}" for c in range(n_classes)] + ["missing"]
@@ -475,6 +508,8 @@ def _head_table(heads: dict[str, Any]) -> list[str]:
             sources.append(("final", e["final"], e["final_missing"]))
         for k, lab in e.get("labelers", {}).items():
             sources.append((f"labeler{k}", lab["counts"], lab["missing"]))
+        if "ratings" in e:
+            sources.append(("ratings", e["ratings"], 0))
         for i, (label, counts, missing) in enumerate(sources):
             cells = [f"{counts[str(c)]:,}" if str(c) in counts else "" for c in range(n_classes)]
             rows.append([name if i == 0 else "", label] + cells + [f"{missing:,}"])

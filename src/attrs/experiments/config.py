@@ -35,7 +35,7 @@ from psyattrs.labels.aggregate import METHODS as RESOLVE_METHODS
 
 MODEL_KINDS = ("majority", "tfidf", "lightgbm")
 SPLIT_BY = ("doc", "persona")
-DATA_FORMATS = ("auto", "annotated", "generic")
+DATA_FORMATS = ("auto", "annotated", "generic", "lewidi", "long")
 CLASS_WEIGHTS = (None, "balanced")
 CALIBRATIONS = (None, "temperature", "platt")
 _SOURCE_GROUPS = (("path",), ("train", "valid", "test"), ("synthetic",))
@@ -110,11 +110,14 @@ class DataConfig:
     """Where the corpus comes from (exactly one source) and how to read it.
 
     Attributes:
-        path: one corpus file, split by `SplitConfig`.
+        path: one corpus file, split by `SplitConfig`; a LeWiDi `X_train.json` with `X_test.json`
+            (and `X_dev.json`) beside it uses those official splits, and a file whose items carry
+            the official `split` (train/dev/test) is split by it.
         train, valid, test: explicit files (`valid` optional: carved from `train` when None).
         synthetic: generate the synthetic corpus instead of reading a file.
-        schema: `opela` or the path of a schema YAML file.
-        format: `auto`, `annotated` or `generic`.
+        schema: `opela` or the path of a schema YAML file; with a LeWiDi file, `opela` (the
+            default) means the schema the file implies (`psyattrs.data.lewidi.schema_of`).
+        format: `auto`, `annotated`, `generic`, `lewidi` or `long`.
     """
 
     path: str | None

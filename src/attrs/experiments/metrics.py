@@ -2,11 +2,13 @@
 
 Which rows count (always excluding pause rows, which are context only):
 
-- against the final labels (`labeler_{head}`): macro-F1, accuracy, Cohen's kappa (plus quadratic
+- against the final labels (`labeler_{head}`): macro-F1, micro-F1 (the LeWiDi tasks' hard score;
+  equal to accuracy with one label per row), accuracy, Cohen's kappa (plus quadratic
   kappa on ordinal heads), expected calibration error and, on binary heads, the average precision
   of the rarer class and balanced accuracy: rows whose final label is present;
-- against the labelers' distribution (`labeler{k}_{head}`): soft cross-entropy and Jensen-Shannon
-  divergence: rows with at least one per-labeler label;
+- against the labelers' distribution (`labeler{k}_{head}`): soft cross-entropy (`soft_ce`, the
+  LeWiDi tasks' "cross-entropy", in nats), the Manhattan distance (`manhattan`, sum of absolute
+  differences per row) and Jensen-Shannon divergence: rows with at least one per-labeler label;
 - against the simulation's truth (`true_{head}`, synthetic corpora): truth accuracy.
 
 A metric with no row to compute it on, or undefined on the rows there are (average precision of a
@@ -40,7 +42,7 @@ EPS = 1e-15
 ECE_BINS = 10
 HARD_METRICS = ("macro_f1", "accuracy", "kappa")
 MODEL_METRICS = (
-    "macro_f1", "accuracy", "kappa", "kappa_quadratic", "soft_ce", "jsd", "ece",
+    "macro_f1", "micro_f1", "accuracy", "kappa", "kappa_quadratic", "soft_ce", "manhattan", "jsd", "ece",
     "average_precision", "balanced_accuracy", "truth_accuracy",
 )
 CEILING_METRICS = ("macro_f1", "accuracy", "kappa", "balanced_accuracy")
@@ -54,6 +56,22 @@ def macro_f1(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     if len(y_true) == 0:
         return float("nan")
     return float(skm.f1_score(y_true, y_pred, average="macro", zero_division=0))
+
+
+def micro_f1(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+    """Micro-averaged F1 over the classes (the LeWiDi tasks' hard-label score); with one label per
+    row it equals accuracy. NaN for no rows."""
+    if len(y_true) == 0:
+        return float("nan")
+    return float(skm.f1_score(y_true, y_pred, average="micro", zero_division=0))
+
+
+def manhattan(target: np.ndarray, proba: np.ndarray) -> float:
+    """Mean over rows of sum_k |target_k - proba_k| (0 = same distribution, 2 = disjoint): the
+    Manhattan distance between the annotators' and the predicted distribution; NaN for no rows."""
+    if len(target) == 0:
+        return float("nan")
+    return float(np.mean(np.abs(np.asarray(target, dtype=float) - np.asarray(proba, dtype=float)).sum(axis=1)))
 
 
 def accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
@@ -243,12 +261,14 @@ def score_head(
     _check_range(final, head, final_column(head.name))
     rows = keep & ~np.isnan(final)
     y, pred, p = final[rows].astype(int), predicted[rows], proba[rows]
-    out = {"macro_f1": macro_f1(y, pred), "accuracy": accuracy(y, pred), "kappa": kappa(y, pred)}
+    out = {"macro_f1": macro_f1(y, pred), "micro_f1": micro_f1(y, pred), "accuracy": accuracy(y, pred),
+           "kappa": kappa(y, pred)}
     if head.ordinal:
         out["kappa_quadratic"] = kappa(y, pred, weights="quadratic")
     dist = labeler_distribution(table, head)
     soft_rows = keep & ~np.isnan(dist).any(axis=1)
     out["soft_ce"] = soft_cross_entropy(dist[soft_rows], proba[soft_rows])
+    out["manhattan"] = manhattan(dist[soft_rows], proba[soft_rows])
     out["jsd"] = jensen_shannon(dist[soft_rows], proba[soft_rows])
     out["ece"] = expected_calibration_error(y, p)
     if head.is_binary:

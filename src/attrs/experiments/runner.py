@@ -140,6 +140,13 @@ class _Steps:
 
 
 def _schema(config: ExperimentConfig) -> Schema:
+    """The config's schema; for a LeWiDi corpus under the default `opela`, the file's own."""
+    if config.data.schema == "opela":
+        first = config.data.path or config.data.train
+        if first is not None and Path(first).is_file() and _is_lewidi(first, config):
+            from psyattrs.data.lewidi import file_schema
+
+            return file_schema(first)
     return load_schema(config.data.schema)
 
 
@@ -180,6 +187,23 @@ def fill_final_labels(table: pd.DataFrame, schema: Schema, *, method: str, sourc
     return resolve_final_labels(table, subset, method=method, seed=0), [h.name for h in no_final]
 
 
+def config_schema(config: ExperimentConfig) -> Schema:
+    """The schema a config trains with: `data.schema`, or for a LeWiDi corpus under the default
+    `opela` the file's own (`psyattrs.data.lewidi.file_schema`)."""
+    return _schema(config)
+
+
+def _is_lewidi(path: str, config: ExperimentConfig) -> bool:
+    from psyattrs.data.io import detect_format
+
+    if config.data.format != "auto":
+        return config.data.format == "lewidi"
+    try:
+        return detect_format(path) == "lewidi"
+    except InputFileError:
+        return False  # reported when the file is read
+
+
 def _read(path: str, config: ExperimentConfig, schema: Schema) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """The utterance table of a corpus file and the records its reader set aside (as dicts with
     `source`)."""
@@ -191,7 +215,7 @@ def _read(path: str, config: ExperimentConfig, schema: Schema) -> tuple[pd.DataF
         from psyattrs.align import aligned_corpus
 
         corpus = aligned_corpus(corpus)
-    if corpus.record_kind != "sentence":
+    if corpus.record_kind not in ("sentence", "item", "rating"):
         raise ValueError(
             f"{path}: a {corpus.format!r} corpus has no per-sentence labels to train on; "
             "use the annotated or the generic format"
@@ -239,20 +263,48 @@ def _carve_valid(table: pd.DataFrame, config: ExperimentConfig, schema: Schema) 
     return table[parts.to_numpy() == "train"], table[parts.to_numpy() == "valid"]
 
 
+def _official_files(config: ExperimentConfig) -> dict[str, str] | None:
+    """`data.path` = a LeWiDi `X_train.json` with `X_test.json` (and `X_dev.json`) beside it:
+    those files as train/valid/test; else None."""
+    from psyattrs.data.lewidi import sibling_splits
+
+    if config.data.path is None or not _is_lewidi(config.data.path, config):
+        return None
+    found = sibling_splits(config.data.path)
+    return {k: str(v) for k, v in found.items()} if found else None
+
+
+def _official_parts(table: pd.DataFrame) -> np.ndarray | None:
+    """The file's own `split` column as train/valid/test, when it names a test split; else None."""
+    if "split" not in table:
+        return None
+    values = table["split"].astype(str).str.strip().str.lower().replace({"dev": "valid", "val": "valid"})
+    if not (values == "test").any() or not (values == "train").any():
+        return None
+    return values.where(values.isin(["train", "valid", "test"]), "train").to_numpy()
+
+
 def _single_split(config: ExperimentConfig, schema: Schema) -> _Split:
-    if config.data.source_kind == "files":
-        train, set_aside, resolved = _read_labelled(config.data.train, config, schema)
-        test, more, resolved_test = _read_labelled(config.data.test, config, schema)
-        sources = {"train": config.data.train, "test": config.data.test}
-        if config.data.valid is not None:
-            valid, extra, resolved_valid = _read_labelled(config.data.valid, config, schema)
-            sources["valid"] = config.data.valid
+    official = _official_files(config) if config.data.source_kind == "path" else None
+    if config.data.source_kind == "files" or official is not None:
+        files = official or {k: getattr(config.data, k) for k in ("train", "valid", "test")}
+        train, set_aside, resolved = _read_labelled(files["train"], config, schema)
+        test, more, resolved_test = _read_labelled(files["test"], config, schema)
+        sources = {"train": files["train"], "test": files["test"]}
+        if files.get("valid") is not None:
+            valid, extra, resolved_valid = _read_labelled(files["valid"], config, schema)
+            sources["valid"] = files["valid"]
         else:
             (train, valid), extra, resolved_valid = _carve_valid(train, config, schema), [], []
-            sources["valid"] = config.data.train
+            sources["valid"] = files["train"]
         heads = [h.name for h in schema if h.name in {*resolved, *resolved_test, *resolved_valid}]
         return _Split(train, valid, test, sources, set_aside + more + extra, heads)
     table, source, set_aside, resolved = _corpus(config, schema)
+    parts = _official_parts(table)
+    if parts is not None:  # the file's own official split
+        valid = table[parts == "valid"] if (parts == "valid").any() else None
+        return _Split(table[parts == "train"], valid, table[parts == "test"],
+                      {"train": source, "valid": source, "test": source}, set_aside, resolved)
     parts = _split_one(table, config, schema, valid=config.split.valid, test=config.split.test).to_numpy()
     valid = table[parts == "valid"] if config.split.valid > 0 else None
     return _Split(table[parts == "train"], valid, table[parts == "test"],
@@ -444,6 +496,7 @@ def train(config: ExperimentConfig, *, quiet: bool = False) -> TrainResult:
     if config.split.folds:
         return _train_cv(config, schema, steps, quiet)
     with start_run(config, role="single", quiet=quiet) as run:
+        run.log_params(feature_params(config, schema))
         with steps.step("load and split the data"):
             split = _single_split(config, schema)
             _empty_check(split, config)
@@ -453,6 +506,15 @@ def train(config: ExperimentConfig, *, quiet: bool = False) -> TrainResult:
         summary, model_uri = _log_outcome(run, scored, split.test, schema, steps)
     return TrainResult(run.run_id, scored.metrics, scored.model, config, schema, summary,
                        run.tracking_uri, run.artifact_uri, model_uri, resolved_heads=split.resolved)
+
+
+def feature_params(config: ExperimentConfig, schema: Schema) -> dict[str, str]:
+    """The run parameters that say how text is read: `features.language` (the schema's) and
+    `features.tokenizer` (e.g. `character n-grams + whitespace words (fallback: ...)`)."""
+    from psyattrs.features.text import tokenizer_description
+
+    words = str(config.model.params.get("words", "auto"))
+    return {"features.language": schema.language, "features.tokenizer": tokenizer_description(schema.language, words)}
 
 
 def _fold_mean(per_fold: list[dict[str, float]]) -> dict[str, float]:
@@ -471,6 +533,7 @@ def _train_cv(config: ExperimentConfig, schema: Schema, steps: _Steps, quiet: bo
     from psyattrs.experiments.tracking import start_run
 
     with start_run(config, role="cv", quiet=quiet) as parent:
+        parent.log_params(feature_params(config, schema))
         with steps.step("load the data"):
             table, source, set_aside, resolved = _corpus(config, schema)
             table = table.reset_index(drop=True)

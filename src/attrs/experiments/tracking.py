@@ -193,11 +193,11 @@ class Run:
             clean = {k: (None if math.isnan(v) else float(v)) for k, v in metrics.items()}
             mlflow.log_dict(clean, "metrics.json")
 
-    def log_params(self, params: Mapping[str, str]) -> None:
-        """Logs run parameters (beside the config's, which `start_run` logs)."""
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        """Logs further run parameters (values as text)."""
         import mlflow
 
-        mlflow.log_params(dict(params))
+        mlflow.log_params({k: str(v) for k, v in params.items()})
 
     def log_text(self, text: str, path: str) -> None:
         """Writes `text` as the artifact `path`."""

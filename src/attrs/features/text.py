@@ -8,6 +8,12 @@ normalised copy (`normalize_text`). Word-level tokens come from the schema's lan
 | `ko`     | kiwipiepy morphemes, `form/TAG`             | `먹/VV`       |
 | `zh`     | jieba words                                 | `吃饭`        |
 | `en`     | lower-cased words and punctuation marks     | `dinner`      |
+| any other code, or `und` | whitespace-separated words (the fallback) | `مرحبا`  |
+
+Every language gets the character n-grams; for a language without its own tokenizer (Arabic,
+Japanese, Hindi, ...) the character n-grams carry scripts without spaces, and the whitespace words
+add what spaces do separate. `word_tokenizer(language)` names the tokenizer a language gets and
+`tokenizer_description` says it in words (logged with every run).
 
 kiwipiepy and jieba are imported and loaded once, on first use; tokenisations are cached per
 unique normalised text, so re-featurising the same sentences (cross-validation, context windows)
@@ -31,6 +37,9 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.utils.validation import check_is_fitted
 
 LANGUAGES: tuple[str, ...] = ("ko", "zh", "en")
+"""Languages with their own word tokenizer; any other language code uses the whitespace fallback."""
+FALLBACK_TOKENIZER = "whitespace"
+_LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}([-_][a-z0-9]{2,8})*$")
 WORD_MODES: tuple[str, ...] = ("auto", "whitespace", "none")
 
 # fullwidth ASCII (！？～ etc.) -> ASCII; compatibility jamo (ㅋ ㅎ ㅠ ㅜ) are left alone, which is
@@ -130,6 +139,35 @@ def _tokenize_whitespace(texts: list[str]) -> list[tuple[str, ...]]:
 _TOKENIZERS = {"ko": _tokenize_ko, "zh": _tokenize_zh, "en": _tokenize_en, "whitespace": _tokenize_whitespace}
 
 
+def word_tokenizer(language: str) -> str:
+    """The word tokenizer a language code gets: the code itself for `ko`, `zh` and `en` (also for
+    regional variants such as `en-gb`, `zh-tw`), else `whitespace` (the fallback).
+
+    Raises:
+        ValueError: `language` is not a lower-case language code.
+    """
+    if not isinstance(language, str) or not _LANGUAGE_CODE.match(language):
+        raise ValueError(f"language {language!r} is not a lower-case language code ('en', 'ar', 'ja', 'und', ...)")
+    base = re.split(r"[-_]", language, maxsplit=1)[0]
+    return base if base in LANGUAGES else FALLBACK_TOKENIZER
+
+
+def tokenizer_description(language: str, words: str = "auto") -> str:
+    """What a `TextFeaturizer` of this language and `words` mode tokenises with, in words."""
+    if words == "none":
+        return "character n-grams only"
+    name = FALLBACK_TOKENIZER if words == "whitespace" else word_tokenizer(language)
+    described = {
+        "ko": "kiwipiepy morphemes",
+        "zh": "jieba words",
+        "en": "English words and punctuation",
+        "whitespace": "whitespace words",
+    }[name]
+    fallback = " (fallback: no tokenizer of its own for this language)" if (
+        words == "auto" and name == FALLBACK_TOKENIZER) else ""
+    return f"character n-grams + {described}{fallback}"
+
+
 def tokenize(texts: Sequence[str], language: str) -> list[tuple[str, ...]]:
     """Word-level tokens of already normalised sentences, cached per distinct sentence.
 
@@ -214,7 +252,8 @@ class TextFeaturizer(TransformerMixin, BaseEstimator):
     the analysers live in module-level caches, not on the object.
 
     Args:
-        language: `ko`, `zh` or `en`: picks the word tokenizer (see module docstring).
+        language: a language code: `ko`, `zh` and `en` pick their word tokenizer, any other
+            code (or `und`) the whitespace fallback (see module docstring).
         char_ngrams: (min_n, max_n) of the character n-grams (within word boundaries, `char_wb`).
         word_ngrams: (min_n, max_n) of the word/morpheme n-grams.
         words: `auto` (the language's tokenizer), `whitespace` (split on spaces) or `none`
@@ -253,8 +292,7 @@ class TextFeaturizer(TransformerMixin, BaseEstimator):
         self.use_idf = use_idf
 
     def _validate(self) -> None:
-        if self.language not in LANGUAGES:
-            raise ValueError(f"language {self.language!r} is not one of {list(LANGUAGES)}")
+        word_tokenizer(self.language)  # ValueError for a value that is no language code
         if self.words not in WORD_MODES:
             raise ValueError(f"words {self.words!r} is not one of {list(WORD_MODES)}")
         _check_range("char_ngrams", self.char_ngrams)
@@ -266,7 +304,7 @@ class TextFeaturizer(TransformerMixin, BaseEstimator):
             raise ValueError(f"max_features must be an integer >= 1 or None, got {self.max_features!r}")
 
     def _word_language(self) -> str:
-        return "whitespace" if self.words == "whitespace" else self.language
+        return FALLBACK_TOKENIZER if self.words == "whitespace" else word_tokenizer(self.language)
 
     def _vectorizer(self, **kwargs) -> TfidfVectorizer:
         return TfidfVectorizer(

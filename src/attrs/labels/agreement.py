@@ -179,7 +179,39 @@ def _num(x: float) -> float | None:
     return None if x is None or not np.isfinite(x) else float(x)
 
 
-def head_agreement(df: pd.DataFrame, head: Head, *, rows: np.ndarray | None = None) -> dict[str, Any]:
+def annotator_agreement(annotations: pd.DataFrame, df: pd.DataFrame, head: Head,
+                        *, rows: np.ndarray | None = None) -> pd.DataFrame:
+    """Each annotator's agreement with the final label, from the long annotation table.
+
+    Args:
+        annotations: long table (sent_id, annotator, head, label).
+        df: utterance table with `sent_id` and `labeler_{head}`.
+        head: the head.
+        rows: bool mask of the utterances to use (default all).
+
+    Returns:
+        DataFrame, index = annotator id (`labeler`, str, sorted), columns n (their ratings of
+        utterances with a final label) and agreement (share equal to it; NaN when n is 0).
+    """
+    col = final_column(head.name)
+    final = label_values(df, col, head) if col in df.columns else np.full(len(df), np.nan)
+    if rows is not None:
+        final = np.where(rows, final, np.nan)
+    part = annotations[annotations["head"] == head.name]
+    at = pd.Index(df["sent_id"].astype(str)).get_indexer(part["sent_id"].astype(str))
+    f = np.where(at >= 0, final[np.maximum(at, 0)], np.nan)
+    frame = pd.DataFrame({"labeler": part["annotator"].astype(str).to_numpy(), "has": ~np.isnan(f),
+                          "same": (~np.isnan(f)) & (part["label"].to_numpy() == f)})
+    grouped = frame.groupby("labeler", sort=True)
+    n = grouped["has"].sum().astype(int)
+    same = grouped["same"].sum()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(n > 0, same / np.maximum(n, 1), np.nan)
+    return pd.DataFrame({"n": n.to_numpy(), "agreement": share}, index=pd.Index(n.index, name="labeler"))
+
+
+def head_agreement(df: pd.DataFrame, head: Head, *, rows: np.ndarray | None = None,
+                   annotations: pd.DataFrame | None = None) -> dict[str, Any]:
     """All agreement figures of one head.
 
     Args:
@@ -187,6 +219,10 @@ def head_agreement(df: pd.DataFrame, head: Head, *, rows: np.ndarray | None = No
         head: the head.
         rows: bool mask of the rows to use (default all); the whole table is checked either way,
             so an error names the row as the file counts it.
+        annotations: the corpus' long annotation table, for corpora of many annotators: then
+            `labeler{k}_{head}` are vote slots (alpha, kappa and all-different are per item and read
+            them), while `n_labelers` counts distinct annotators and `labeler_agreement` is per
+            annotator id (`annotator_agreement`).
 
     Returns:
         dict with keys: n_items, n_final (rows with a final label), n_labelers, class_balance (list
@@ -204,12 +240,21 @@ def head_agreement(df: pd.DataFrame, head: Head, *, rows: np.ndarray | None = No
     fleiss_mask, fleiss_m = modal_rater_items(ratings)
     eligible, all_diff = all_different_mask(ratings, head.n_classes)
     balance = class_balance(final, head)
-    agree = labeler_agreement(ratings, ids, final)
+    if annotations is None:
+        agree = labeler_agreement(ratings, ids, final)
+        agreement_rows = [{"labeler": int(k), "n": int(r["n"]), "agreement": _num(r["agreement"])}
+                          for k, r in agree.iterrows()]
+        n_labelers = len(ids)
+    else:
+        agree = annotator_agreement(annotations, df, head, rows=rows)
+        agreement_rows = [{"labeler": str(k), "n": int(r["n"]), "agreement": _num(r["agreement"])}
+                          for k, r in agree.iterrows()]
+        n_labelers = len(agree)
     n_eligible = int(eligible.sum())
     return {
         "n_items": int(len(final)),
         "n_final": int((~np.isnan(final)).sum()),
-        "n_labelers": len(ids),
+        "n_labelers": n_labelers,
         "class_balance": [
             {"class": int(c), "name": r["name"], "count": int(r["count"]), "share": _num(r["share"])}
             for c, r in balance.iterrows()
@@ -219,9 +264,7 @@ def head_agreement(df: pd.DataFrame, head: Head, *, rows: np.ndarray | None = No
         "fleiss_kappa": _num(fleiss_kappa(ratings)),
         "fleiss_items": int(fleiss_mask.sum()),
         "fleiss_raters": fleiss_m,
-        "labeler_agreement": [
-            {"labeler": int(k), "n": int(r["n"]), "agreement": _num(r["agreement"])} for k, r in agree.iterrows()
-        ],
+        "labeler_agreement": agreement_rows,
         "all_different": {
             "n_items": n_eligible,
             "n": int(all_diff.sum()),
@@ -230,13 +273,14 @@ def head_agreement(df: pd.DataFrame, head: Head, *, rows: np.ndarray | None = No
     }
 
 
-def corpus_agreement(df: pd.DataFrame, schema: Schema) -> dict[str, Any]:
+def corpus_agreement(df: pd.DataFrame, schema: Schema, *, annotations: pd.DataFrame | None = None) -> dict[str, Any]:
     """Agreement and class balance per head of an utterance table, pause rows excluded.
 
     Args:
         df: utterance table (`labeler{k}_{head}`, `labeler_{head}`, `is_pause` columns; any may be
             missing: figures that need them are then None).
         schema: the heads.
+        annotations: the long annotation table of a corpus of many annotators (see `head_agreement`).
 
     Returns:
         JSON-ready dict: n_rows, n_pauses (rows excluded), n_items (rows used), schema (name), and
@@ -251,5 +295,5 @@ def corpus_agreement(df: pd.DataFrame, schema: Schema) -> dict[str, Any]:
         "n_pauses": int(pause.sum()),
         "n_items": int((~pause).sum()),
         "schema": schema.name,
-        "heads": {head.name: head_agreement(df, head, rows=~pause) for head in schema},
+        "heads": {head.name: head_agreement(df, head, rows=~pause, annotations=annotations) for head in schema},
     }

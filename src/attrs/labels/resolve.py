@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from psyattrs.data.annotations import crowdkit_table
 from psyattrs.data.table import final_column, labeler_column, labeler_ids
 from psyattrs.labels.aggregate import METHODS, make_aggregator
 from psyattrs.schema import Head, Schema
@@ -96,7 +97,14 @@ def _heads_without_labelers(df: pd.DataFrame, schema: Schema) -> list[str]:
     return [h.name for h in schema if not labeler_ids(df.columns, [h.name])]
 
 
-def resolve_final_labels(df: pd.DataFrame, schema: Schema, *, method: str = "opela", seed: int = 0) -> pd.DataFrame:
+def resolve_final_labels(
+    df: pd.DataFrame,
+    schema: Schema,
+    *,
+    method: str = "opela",
+    seed: int = 0,
+    annotations: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """Fills the final-label columns of an utterance table from its labelers' columns.
 
     Every row with at least one labeler's label is resolved, pause rows included (the released
@@ -107,6 +115,11 @@ def resolve_final_labels(df: pd.DataFrame, schema: Schema, *, method: str = "ope
         schema: the heads to resolve.
         method: opela, opela-weighted, majority or dawid-skene.
         seed: seeds the random fallbacks of opela and majority.
+        annotations: the corpus' long annotation table (`Corpus.annotations`: sent_id, annotator,
+            head, label), for corpora of many annotators: then the aggregators see who gave each
+            rating (Dawid-Skene's and the OPELA rule's per-annotator estimates follow a person
+            across items) and `labeler{k}_{head}` (vote slots) are not read. None = the
+            `labeler{k}_{head}` columns are the labelers.
 
     Returns:
         A copy of `df` whose `labeler_{head}` columns (Int64, <NA> where no labeler rated) hold the
@@ -119,6 +132,11 @@ def resolve_final_labels(df: pd.DataFrame, schema: Schema, *, method: str = "ope
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; allowed: {list(METHODS)}")
+    if annotations is not None:
+        out = df.copy()
+        for head in schema:
+            out[final_column(head.name)] = _resolve_long(df, annotations, head, method, seed)
+        return out
     missing = _heads_without_labelers(df, schema)
     if missing:
         raise ValueError(f"no labeler{{k}}_{{head}} columns for head(s) {missing}: nothing to resolve them from")
@@ -134,6 +152,19 @@ def _resolve_head(df: pd.DataFrame, head: Head, method: str, seed: int) -> pd.ar
         pred = make_aggregator(method, seed=seed).fit_matrix(matrix, ids, head.n_classes).labels_
         values[pred.index.to_numpy()] = pred.to_numpy()
         mask[pred.index.to_numpy()] = False
+    return pd.arrays.IntegerArray(values, mask)
+
+
+def _resolve_long(df: pd.DataFrame, annotations: pd.DataFrame, head: Head, method: str, seed: int) -> pd.arrays.IntegerArray:
+    values = np.zeros(len(df), dtype=np.int64)
+    mask = np.ones(len(df), dtype=bool)
+    long = crowdkit_table(annotations, head.name)
+    if len(long):
+        pred = make_aggregator(method, seed=seed).fit(long, head.n_classes).labels_
+        rows = pd.Index(df["sent_id"].astype(str)).get_indexer(pred.index.astype(str))
+        found = rows >= 0
+        values[rows[found]] = pred.to_numpy()[found]
+        mask[rows[found]] = False
     return pd.arrays.IntegerArray(values, mask)
 
 
@@ -153,7 +184,12 @@ def all_different_mask(matrix: np.ndarray, n_classes: int) -> tuple[np.ndarray, 
 
 
 def compare_with_final(
-    df: pd.DataFrame, schema: Schema, *, methods: Sequence[str] = METHODS, seed: int = 0
+    df: pd.DataFrame,
+    schema: Schema,
+    *,
+    methods: Sequence[str] = METHODS,
+    seed: int = 0,
+    annotations: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """How well each method reproduces the final labels already in the table.
 
@@ -162,6 +198,7 @@ def compare_with_final(
         schema: the heads to compare.
         methods: method names (see `METHODS`).
         seed: seeds the random fallbacks.
+        annotations: the long annotation table, as `resolve_final_labels` takes it.
 
     Returns:
         DataFrame, one row per head x method (heads in schema order, methods in the given order),
@@ -179,7 +216,7 @@ def compare_with_final(
     if no_final:
         raise ValueError(f"no final-label column(s) {[final_column(h) for h in no_final]} to compare with")
     finals = {h.name: label_values(df, final_column(h.name), h) for h in schema}
-    resolved = {m: resolve_final_labels(df, schema, method=m, seed=seed) for m in methods}
+    resolved = {m: resolve_final_labels(df, schema, method=m, seed=seed, annotations=annotations) for m in methods}
     rows = []
     for head in schema:
         final = finals[head.name]

@@ -23,6 +23,9 @@ Sources:
   `turn`, `time`), rows of a conversation contiguous and in order. Rejected rows: no `doc_id`,
   empty text on a non-pause row, an `is_pause` or `position` that is not a 0/1 flag or an integer,
   and rows of a conversation that resumes after other conversations (named in the reason).
+- `LewidiSource`: a LeWiDi harmonised JSON file (FORMATS §7; one JSON object, read whole, as
+  `psyattrs.data.lewidi.read_lewidi` reads it); items the reader sets aside are the first chunk's
+  rejects, one per item.
 """
 
 from __future__ import annotations
@@ -356,24 +359,68 @@ class TableSource:
         self.seen.update(str(d) for d in doc_ids)
 
 
-def open_source(path: "str | Path", chunk_size: int, *, format: str | None = None) -> "PersonalDialogSource | TableSource":
+class LewidiSource:
+    """A LeWiDi file in chunks of whole items (see the module docstring).
+
+    Attributes:
+        total: items in the file (the unit of `Chunk.progress`).
+    """
+
+    kind = "lewidi"
+    unit = "items"
+
+    def __init__(self, path: "str | Path", chunk_size: int):
+        from psyattrs.data.lewidi import read_lewidi
+
+        self.path = check_file(path)
+        self.chunk_size = _check_chunk_size(chunk_size)
+        self.corpus = read_lewidi(self.path)
+        self.total = self.corpus.n_read
+
+    def chunks(self, start: dict[str, int] | None = None) -> Iterator[Chunk]:
+        """Yields chunks from `start` (a previous chunk's `position`; None = the beginning)."""
+        table = self.corpus.utterances[[c for c in TABLE_COLUMNS if c in self.corpus.utterances.columns]]
+        docs = table["doc_id"].to_numpy()
+        starts = np.r_[0, np.flatnonzero(docs[1:] != docs[:-1]) + 1, len(docs)]
+        done = int((start or {}).get("items", 0))
+        rejects = [] if done else [{"row": p.row, "doc_id": p.doc_id, "sent_id": p.sent_id, "field": p.field,
+                                    "reason": p.reason} for p in self.corpus.problems]
+        n_items = len(starts) - 1
+        item = done
+        while item < n_items or rejects:
+            end = item
+            while end < n_items and starts[end] - starts[item] < self.chunk_size:
+                end += 1
+            rows = table.iloc[starts[item] : starts[end]].reset_index(drop=True)
+            yield Chunk(rows, rejects, len(rows) + len(rejects), {"items": end},
+                        min(self.total, end + len(self.corpus.problems)))
+            rejects = []
+            item = end
+
+    def remember(self, doc_ids: "np.ndarray | list[str]") -> None:
+        """Nothing to remember: the file is read whole, resumed by item count."""
+
+
+def open_source(path: "str | Path", chunk_size: int, *, format: str | None = None) -> "PersonalDialogSource | TableSource | LewidiSource":
     """The source for an input file: PersonalDialog JSON lines or an utterance table.
 
     Args:
         path: the input.
         chunk_size: utterances per chunk.
-        format: `personaldialog`, `table`, or None to detect from the content.
+        format: `personaldialog`, `table`, `lewidi`, or None to detect from the content.
 
     Raises:
         ValueError: an unknown format, or a chunk_size below 1.
         InputFileError: unreadable file, a public-release file (one row per conversation, no
             sentences to annotate one by one), or a table without `doc_id` / `text`.
     """
-    if format not in (None, "personaldialog", "table"):
-        raise ValueError(f"format {format!r} is not one of ['personaldialog', 'table'] (or None to detect)")
+    if format not in (None, "personaldialog", "table", "lewidi"):
+        raise ValueError(f"format {format!r} is not one of ['personaldialog', 'table', 'lewidi'] (or None to detect)")
     detected = format or detect_format(path)
     if detected == "personaldialog":
         return PersonalDialogSource(path, chunk_size)
+    if detected == "lewidi":
+        return LewidiSource(path, chunk_size)
     if detected == "public":
         raise InputFileError(path, "is an OPELA public-release file (one row per conversation); annotate the "
                                    "utterance table instead (psyattrs data validate reads it)")

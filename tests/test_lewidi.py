@@ -1,0 +1,393 @@
+"""LeWiDi harmonised JSON, the long annotation table, any language, and the LeWiDi outputs.
+
+Every corpus here is built by the tests (no text of the real LeWiDi files is used).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from psyattrs.cli import main
+from psyattrs.data import corpus_annotator_labels, detect_format, load_corpus
+from psyattrs.data.annotations import annotations_from_slots, crowdkit_table
+from psyattrs.data.lewidi import schema_of, sibling_splits
+from psyattrs.experiments import metrics as M
+from psyattrs.labels.aggregate import DawidSkene
+from psyattrs.labels.resolve import resolve_final_labels
+from psyattrs.labels.soft import mixed_targets
+from psyattrs.models.base import build_model
+from psyattrs.schema import Head, Schema
+from psyattrs.features.text import TextFeaturizer, tokenizer_description, word_tokenizer
+
+REPO = Path(__file__).resolve().parents[1]
+
+# words that carry the class: "bad" words make annotators say 1
+EN_BAD = ["awful idiots", "stupid trash", "hate you all", "disgusting liars"]
+EN_OK = ["lovely morning", "thanks friend", "nice game today", "happy birthday"]
+AR_BAD = ["أنت غبي جدا", "كلام قذر وسخيف", "أكرهك يا كاذب", "حقير ومقرف"]
+AR_OK = ["صباح الخير يا صديقي", "شكرا جزيلا لك", "مباراة جميلة اليوم", "عيد ميلاد سعيد"]
+JA_BAD = ["お前は本当に馬鹿だ", "最低で気持ち悪い", "嘘つきは大嫌いだ", "くだらないゴミだ"]
+JA_OK = ["おはようございます", "ありがとうございました", "今日はいい試合でした", "誕生日おめでとう"]
+
+
+def _item(text, annotators, annotations, *, split="train", lang="en", task="offensiveness detection", soft=None,
+          hard=None, n=None):
+    votes = [int(v) for v in annotations.split(",")] if annotations else []
+    share = sum(1 for v in votes if v == 1) / len(votes) if votes else 0.0
+    return {
+        "text": text,
+        "annotation task": task,
+        "number of annotations": len(votes) if n is None else n,
+        "annotations": annotations,
+        "annotators": annotators,
+        "lang": lang,
+        "hard_label": str(int(share > 0.5)) if hard is None else hard,
+        "soft_label": {"0": round(1 - share, 4), "1": round(share, 4)} if soft is None else soft,
+        "split": split,
+        "other_info": {"domain": "test"},
+    }
+
+
+def corpus_items(bad, ok, *, split="train", lang="en", n_copies=3, seed=0, start=0):
+    """Items whose annotators mostly agree with the word class; a few split 3-2."""
+    rng = np.random.default_rng(seed)
+    items = {}
+    i = start
+    for copy in range(n_copies):
+        for texts, cls in ((bad, 1), (ok, 0)):
+            for t in texts:
+                who = rng.choice(40, size=5, replace=False)
+                p = 0.85 if cls else 0.1
+                votes = (rng.random(5) < p).astype(int)
+                items[str(i)] = _item(f"{t} {copy}", ",".join(f"Ann{w}" for w in who),
+                                      ",".join(str(v) for v in votes), split=split, lang=lang)
+                i += 1
+    return items
+
+
+def write_json(items, path: Path) -> Path:
+    path.write_text(json.dumps(items, ensure_ascii=False, indent=4), encoding="utf-8")
+    return path
+
+
+def convabuse_item(item_id_turns, annotations):
+    text = json.dumps({"prev_agent": item_id_turns[0], "prev_user": item_id_turns[1], "agent": item_id_turns[2],
+                       "user": item_id_turns[3]})
+    votes = [int(v) for v in annotations.split(",")]
+    abusive = sum(1 for v in votes if v < 0) / len(votes)
+    return {"text": text, "annotation task": "abuse detection", "number of annotations": len(votes),
+            "annotations": annotations, "annotators": ",".join(f"Ann{k}" for k in range(len(votes))),
+            "lang": "en", "hard_label": str(int(abusive > 0.5)),
+            "soft_label": {"0": 1 - abusive, "1": abusive}, "split": "train", "other_info": {}}
+
+
+# ------------------------------------------------------------------------------------ reading
+
+
+def test_lewidi_file_is_detected_and_read_with_its_own_schema_and_annotator_ids(tmp_path):
+    items = {
+        "a1": _item("first tweet", "Ann7,Ann3,Ann9,Ann1,Ann2", "0,0,1,0,0", split="train"),
+        "a2": _item("second tweet", "Ann3,Ann5,Ann7,Ann8,Ann4", "1,1,0,1,1", split="train"),
+    }
+    path = write_json(items, tmp_path / "Toy_train.json")
+    assert detect_format(path) == "lewidi"
+    corpus = load_corpus(path)
+    assert corpus.format == "lewidi" and corpus.record_kind == "item"
+    assert corpus.schema.head_names == ["offensiveness"] and corpus.schema.language == "en"
+    assert corpus.schema.name == "Toy" and corpus.schema["offensiveness"].is_binary
+    assert corpus.n_read == 2 == corpus.n_kept and corpus.problems == []
+    u = corpus.utterances
+    assert u["doc_id"].tolist() == ["a1", "a2"] and u["sent_id"].tolist() == ["a1", "a2"]
+    assert u["labeler_offensiveness"].tolist() == [0, 1]
+    assert u["split"].tolist() == ["train", "train"]
+    assert json.loads(u["other_info"][0]) == {"domain": "test"}
+    # five vote slots, not one column per annotator
+    slots = [c for c in u.columns if c.startswith("labeler") and c[7:8].isdigit()]
+    assert slots == [f"labeler{k}_offensiveness" for k in range(1, 6)]
+    assert u.loc[0, slots].tolist() == [0, 0, 1, 0, 0]
+    ann = corpus.annotations
+    assert list(ann.columns) == ["sent_id", "annotator", "head", "label"]
+    assert len(ann) == 10 and ann["annotator"].nunique() == 8
+    assert ann[ann["sent_id"] == "a2"]["annotator"].astype(str).tolist() == ["Ann3", "Ann5", "Ann7", "Ann8", "Ann4"]
+    # the function per-annotator models use
+    per = corpus_annotator_labels(corpus)
+    assert per.loc[0, "offensiveness_annotators"] == ("Ann7", "Ann3", "Ann9", "Ann1", "Ann2")
+    assert per.loc[1, "offensiveness_labels"] == (1, 1, 0, 1, 1)
+    soft = mixed_targets(u, corpus.schema, lam=0.0)["offensiveness"]
+    np.testing.assert_allclose(soft, [[0.8, 0.2], [0.2, 0.8]])
+
+
+def test_convabuse_items_become_four_turn_conversations_with_a_severity_head(tmp_path):
+    items = {
+        "c1": convabuse_item(["Hello, how can I help?", "", "Tell me more.", "you are useless"], "-2,-1,0"),
+        "c2": convabuse_item(["Hi", "what is the weather", "Sunny today.", "great thanks"], "1,0,1"),
+    }
+    path = write_json(items, tmp_path / "ConvToy_train.json")
+    corpus = load_corpus(path)
+    head = corpus.schema.heads[0]
+    assert head.name == "abuse" and head.ordinal and head.classes == {0: "-3", 1: "-2", 2: "-1", 3: "0", 4: "1"}
+    u = corpus.utterances
+    c1 = u[u["doc_id"] == "c1"]
+    assert c1["person_type"].tolist() == ["agent", "user", "agent", "user"]
+    assert c1["text"].tolist() == ["Hello, how can I help?", "", "Tell me more.", "you are useless"]
+    assert c1["sent_id"].tolist()[-1] == "c1" and c1["position"].tolist() == [0, 1, 2, 3]
+    # only the last turn is rated: -2 -> class 1, -1 -> 2, 0 -> 3
+    assert c1["labeler1_abuse"].isna().tolist() == [True, True, True, False]
+    assert c1.iloc[3][["labeler1_abuse", "labeler2_abuse", "labeler3_abuse"]].tolist() == [1, 2, 3]
+    assert corpus.n_read == 2 == corpus.n_kept
+
+
+def test_data_validate_names_the_item_and_the_field_and_reconciles(tmp_path, capsys):
+    items = {
+        "ok": _item("fine", "A1,A2,A3", "0,0,1"),
+        "short": _item("lists differ", "A1,A2,A3", "0,1", n=2),
+        "sum": _item("bad sum", "A1,A2", "0,1", soft={"0": 0.7, "1": 0.7}),
+        "disagree": _item("soft vs votes", "A1,A2,A3", "1,1,1", soft={"0": 0.5, "1": 0.5}),
+        "outside": _item("label 7", "A1,A2", "0,7"),
+        "count": _item("wrong count", "A1,A2", "0,1", n=4),
+    }
+    path = write_json(items, tmp_path / "Bad_dev.json")
+    corpus = load_corpus(path, schema=Schema("s", (Head("offensiveness", {0: "no", 1: "yes"}),), language="en"))
+    by_id = {p.doc_id: p for p in corpus.problems}
+    assert corpus.n_read == 6 == corpus.n_kept + len(corpus.problems) and corpus.n_kept == 1
+    assert by_id["short"].field == "annotations" and "2 annotations for 3 annotators" in by_id["short"].reason
+    assert by_id["sum"].field == "soft_label" and "sums to 1.4" in by_id["sum"].reason
+    assert by_id["disagree"].field == "soft_label" and "disagrees with the annotations" in by_id["disagree"].reason
+    assert by_id["outside"].field.startswith("annotations") and "['7'] outside the schema's classes" in by_id["outside"].reason
+    assert by_id["count"].field == "number of annotations" and by_id["count"].row == 6
+    report = tmp_path / "report.jsonl"
+    assert main(["data", "validate", str(path), "--report", str(report)]) == 0
+    out = capsys.readouterr().out
+    assert "read 6 = kept 1 + set aside 5" in out
+    assert "short: 2 annotations for 3 annotators [annotations]" in out
+    assert "annotators: 3 distinct" in out
+    lines = [json.loads(line) for line in report.read_text().splitlines()]
+    assert {(r["doc_id"], r["field"]) for r in lines} >= {("sum", "soft_label"), ("short", "annotations")}
+
+
+def test_a_file_that_is_not_lewidi_json_is_one_clear_error(tmp_path):
+    path = tmp_path / "list.json"
+    path.write_text('{"a": [1, 2]}', encoding="utf-8")
+    assert main(["data", "validate", str(path), "--format", "lewidi"]) == 2
+
+
+# ------------------------------------------------------------------------- the long layout
+
+
+def long_frame() -> pd.DataFrame:
+    rows = []
+    texts = {"t1": "good day", "t2": "awful people", "t3": "nice work", "t4": "stupid idea"}
+    truth = {"t1": 0, "t2": 1, "t3": 0, "t4": 1}
+    for task, text in texts.items():
+        for w in ("w1", "w2", "w3"):
+            rows.append({"task": task, "worker": w, "label": truth[task], "text": text})
+        # w9 always says 1: a biased annotator Dawid-Skene learns to discount
+        rows.append({"task": task, "worker": "w9", "label": 1, "text": text})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_long_layout_from_csv_or_parquet(tmp_path, suffix):
+    df = long_frame()
+    df.loc[len(df)] = {"task": "t1", "worker": "w1", "label": 0, "text": "good day"}  # a second rating
+    df.loc[len(df)] = {"task": "t2", "worker": "w4", "label": 5, "text": "awful people"}  # not a class
+    path = tmp_path / f"long{suffix}"
+    if suffix == ".csv":
+        df.to_csv(path, index=False)
+    else:
+        df.astype({"label": "int64"}).to_parquet(path, index=False)
+    assert detect_format(path) == "long"
+    schema = Schema("s", (Head("label", {0: "no", 1: "yes"}),))
+    corpus = load_corpus(path, schema=schema)
+    assert corpus.format == "long" and corpus.record_kind == "rating"
+    assert corpus.n_read == 18 and corpus.n_kept == 16 and len(corpus.problems) == 2
+    fields = sorted(p.field for p in corpus.problems)
+    assert fields == ["label", "task, worker"]
+    assert corpus.utterances["sent_id"].tolist() == ["t1", "t2", "t3", "t4"]
+    assert corpus.utterances["text"].tolist() == ["good day", "awful people", "nice work", "stupid idea"]
+    assert corpus.annotations["annotator"].nunique() == 4
+    # aggregators see the annotator ids
+    resolved = resolve_final_labels(corpus.utterances, schema, method="dawid-skene", annotations=corpus.annotations)
+    expected = DawidSkene().fit_predict(crowdkit_table(corpus.annotations, "label"), 2)
+    assert resolved["labeler_label"].tolist() == expected.loc[["t1", "t2", "t3", "t4"]].tolist() == [0, 1, 0, 1]
+
+
+def test_long_layout_infers_its_schema_and_resolves_on_the_command_line(tmp_path, capsys):
+    path = tmp_path / "long.csv"
+    long_frame().to_csv(path, index=False)
+    out = tmp_path / "resolved.csv"
+    assert main(["labels", "resolve", str(path), "--out", str(out), "--method", "majority"]) == 0
+    table = pd.read_csv(out)
+    assert table["labeler_label"].tolist() == [0, 1, 0, 1]
+    assert main(["data", "stats", str(path)]) == 0
+    out_text = capsys.readouterr().out
+    assert "Lw1 -  Lw2 -  Lw3 -  Lw9 -" in out_text and "4 x 4 raters" in out_text  # annotator ids, no final yet
+
+
+def test_annotations_from_slots_names_fixed_labelers():
+    df = pd.DataFrame({"doc_id": ["d", "d"], "sent_id": ["d_1", "d_2"], "labeler1_x": [0, 1], "labeler2_x": [1, None]})
+    schema = Schema("s", (Head("x", {0: "a", 1: "b"}),))
+    ann = annotations_from_slots(df, schema)
+    assert ann["annotator"].astype(str).tolist() == ["labeler1", "labeler1", "labeler2"]
+    assert ann["label"].tolist() == [0, 1, 1]
+
+
+# ------------------------------------------------------------------------------- languages
+
+
+def test_any_language_code_is_a_schema_language_and_gets_the_fallback_tokenizer():
+    for code in ("ar", "ja", "he", "pt-br", "und"):
+        assert Schema("s", (Head("x", {0: "a", 1: "b"}),), language=code).language == code
+    with pytest.raises(ValueError, match="is not a language code"):
+        Schema("s", (Head("x", {0: "a", 1: "b"}),), language="Arabic!")
+    assert Schema.from_dict({"heads": [{"name": "x", "classes": ["a", "b"]}], "language": None}).language == "und"
+    assert [word_tokenizer(c) for c in ("ko", "zh-tw", "en-gb", "ar", "ja")] == ["ko", "zh", "en", "whitespace", "whitespace"]
+    assert tokenizer_description("ar") == "character n-grams + whitespace words (fallback: no tokenizer of its own for this language)"
+    assert tokenizer_description("en") == "character n-grams + English words and punctuation"
+
+
+@pytest.mark.parametrize("lang, bad, ok", [("ar", AR_BAD, AR_OK), ("ja", JA_BAD, JA_OK)])
+def test_right_to_left_and_spaceless_scripts_train_and_predict(lang, bad, ok, tmp_path):
+    corpus = load_corpus(write_json(corpus_items(bad, ok, lang=lang), tmp_path / f"{lang}_train.json"))
+    assert corpus.schema.language == lang
+    featurizer = TextFeaturizer(lang, char_ngrams=(1, 3), min_df=1).fit(corpus.utterances["text"])
+    names = set(featurizer.get_feature_names_out())
+    if lang == "ar":
+        assert "word:غبي" in names  # whitespace words of a right-to-left script
+    else:
+        assert "char:馬鹿" in names  # character n-grams carry a script without spaces
+    model = build_model("tfidf", corpus.schema, min_df=1, C=10.0)
+    model.fit(corpus.utterances, mixed_targets(corpus.utterances, corpus.schema, lam=0.0))
+    test = pd.DataFrame({"doc_id": ["x", "y"], "text": [bad[0] + " 9", ok[0] + " 9"]})
+    proba = model.predict_proba(test)["offensiveness"]
+    assert proba[0, 1] > 0.5 > proba[1, 1]
+
+
+# ----------------------------------------------------------------- metrics, runner, outputs
+
+
+def test_micro_f1_and_manhattan():
+    assert M.micro_f1(np.array([0, 1, 1, 0]), np.array([0, 1, 0, 0])) == pytest.approx(0.75)
+    target = np.array([[0.8, 0.2], [0.4, 0.6]])
+    proba = np.array([[0.6, 0.4], [0.4, 0.6]])
+    assert M.manhattan(target, proba) == pytest.approx(0.2)
+    assert np.isnan(M.manhattan(np.empty((0, 2)), np.empty((0, 2))))
+
+
+def official_files(tmp_path: Path, lang: str = "ar") -> Path:
+    write_json(corpus_items(AR_BAD, AR_OK, split="train", lang=lang, n_copies=4, seed=1), tmp_path / "Ar_train.json")
+    write_json(corpus_items(AR_BAD, AR_OK, split="dev", lang=lang, n_copies=2, seed=2, start=100), tmp_path / "Ar_dev.json")
+    write_json(corpus_items(AR_BAD, AR_OK, split="test", lang=lang, n_copies=1, seed=3, start=200), tmp_path / "Ar_test.json")
+    return tmp_path / "Ar_train.json"
+
+
+def test_sibling_splits_and_the_files_own_split(tmp_path):
+    train = official_files(tmp_path)
+    found = sibling_splits(train)
+    assert found == {"train": train, "test": tmp_path / "Ar_test.json", "valid": tmp_path / "Ar_dev.json"}
+    assert sibling_splits(tmp_path / "Ar_dev.json") is None
+
+
+def test_lewidi_config_trains_on_the_official_splits_with_the_fallback_tokenizer_stated(tmp_path, capsys):
+    import mlflow
+
+    from psyattrs.experiments.config import load_config
+    from psyattrs.experiments.runner import train
+
+    path = official_files(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    config = load_config(REPO / "experiments" / "lewidi.yaml",
+                         [f"data.path={path}", f"tracking.uri={uri}", "model.params.min_df=1"])
+    result = train(config, quiet=True)
+    assert result.schema.head_names == ["offensiveness"] and result.schema.language == "ar"
+    m = result.metrics
+    assert m["n_train_sentences"] == 32 and m["n_valid_sentences"] == 16 and m["n_test_sentences"] == 8
+    for name in ("macro_f1", "micro_f1", "soft_ce", "manhattan"):
+        assert np.isfinite(m[f"test_{name}_offensiveness"])
+    assert m["test_soft_ce_offensiveness"] < m["test_floor_soft_ce_offensiveness"]
+    params = mlflow.MlflowClient(tracking_uri=uri).get_run(result.run_id).data.params
+    assert params["features.language"] == "ar"
+    assert "whitespace words (fallback" in params["features.tokenizer"]
+    # evaluate on the official test file gives the run's own test scores
+    from psyattrs.experiments.runner import evaluate
+
+    again = evaluate(result.run_id, tmp_path / "Ar_test.json", tracking_uri=uri)
+    assert again["eval_soft_ce_offensiveness"] == pytest.approx(m["test_soft_ce_offensiveness"])
+    assert main(["evaluate", "--run", result.run_id, "--tracking-uri", uri, "--data", str(tmp_path / "Ar_test.json")]) == 0
+    assert "offensiveness" in capsys.readouterr().out
+
+
+def test_one_file_with_a_split_field_is_split_by_it(tmp_path):
+    from psyattrs.experiments.config import load_config
+    from psyattrs.experiments.runner import _single_split, _schema
+
+    items = {**corpus_items(EN_BAD, EN_OK, split="train", n_copies=2),
+             **corpus_items(EN_BAD, EN_OK, split="test", n_copies=1, start=100)}
+    path = write_json(items, tmp_path / "one.json")
+    config = load_config(REPO / "experiments" / "lewidi.yaml", [f"data.path={path}"])
+    split = _single_split(config, _schema(config))
+    assert len(split.train) == 16 and len(split.test) == 8 and split.valid is None
+    assert set(split.test["split"]) == {"test"}
+
+
+def test_predict_format_lewidi_round_trip(tmp_path, capsys):
+    from psyattrs import Predictor
+    from psyattrs.serving.lewidi_output import predict_lewidi, read_lewidi_predictions
+
+    corpus = load_corpus(write_json(corpus_items(EN_BAD, EN_OK), tmp_path / "En_train.json"))
+    model = build_model("tfidf", corpus.schema, min_df=1)
+    model.fit(corpus.utterances, mixed_targets(corpus.utterances, corpus.schema, lam=0.0))
+    folder = tmp_path / "model"
+    model.save(folder)
+    test_path = write_json(corpus_items(EN_BAD, EN_OK, split="test", n_copies=1, start=50), tmp_path / "En_test.json")
+    out = tmp_path / "pred.json"
+    assert main(["predict", "--model", str(folder), "--input", str(test_path), "--format", "lewidi",
+                 "--out", str(out)]) == 0
+    assert "8 item(s) predicted" in capsys.readouterr().out
+    back = read_lewidi_predictions(out)
+    expected = Predictor(folder).predict(load_corpus(test_path).utterances)
+    assert back.index.tolist() == [str(i) for i in range(50, 58)]
+    np.testing.assert_allclose(back["soft_1"].to_numpy(), expected["offensiveness_proba_1"].to_numpy(), atol=1e-6)
+    assert back["hard_label"].tolist() == expected["offensiveness"].astype(str).tolist()
+    assert predict_lewidi(test_path, folder) == json.loads(out.read_text())
+    assert main(["predict", "--model", str(folder), "--input", str(test_path), "--format", "lewidi",
+                 "--out", str(tmp_path / "pred.csv")]) == 2
+
+
+def test_data_stats_lists_many_annotators_as_a_spread(tmp_path, capsys):
+    path = write_json(corpus_items(EN_BAD, EN_OK, n_copies=3), tmp_path / "Many_train.json")
+    out = tmp_path / "stats.json"
+    assert main(["data", "stats", str(path), "--json", str(out)]) == 0
+    assert "annotators: median" in capsys.readouterr().out
+    stats = json.loads(out.read_text())
+    head = stats["heads"]["offensiveness"]
+    assert head["n_labelers"] > 8 and all(isinstance(a["labeler"], str) for a in head["labeler_agreement"])
+    assert head["fleiss_raters"] == 5
+
+
+def test_schema_of_falls_back_to_unknown_language_for_a_bad_code():
+    schema = schema_of({"1": _item("x", "A", "0", lang="??")})
+    assert schema.language == "und"
+
+
+def test_annotate_reads_a_lewidi_file_and_accounts_for_every_item(tmp_path, capsys):
+    corpus = load_corpus(write_json(corpus_items(EN_BAD, EN_OK), tmp_path / "En_train.json"))
+    model = build_model("tfidf", corpus.schema, min_df=1)
+    model.fit(corpus.utterances, mixed_targets(corpus.utterances, corpus.schema, lam=0.0))
+    model.save(tmp_path / "model")
+    items = corpus_items(EN_BAD, EN_OK, split="test", n_copies=2, start=50)
+    items["broken"] = _item("lists differ", "A1,A2", "0")
+    path = write_json(items, tmp_path / "En_test.json")
+    out = tmp_path / "annotated"
+    assert main(["annotate", str(path), "--model", str(tmp_path / "model"), "--out", str(out), "--chunk-size", "5"]) == 0
+    manifest = json.loads((out / "_manifest.json").read_text())
+    parts = [pd.read_parquet(out / f"part-{i:06d}.parquet") for i in range(manifest["chunks"])]
+    annotated = pd.concat(parts)
+    assert manifest["chunks"] >= 3 and sorted(annotated["doc_id"]) == sorted(str(i) for i in range(50, 66))
+    rejects = [json.loads(line) for line in (out / "_rejects.jsonl").read_text().splitlines()]
+    assert [(r["doc_id"], r["field"]) for r in rejects] == [("broken", "annotations")]
