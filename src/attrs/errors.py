@@ -27,3 +27,17 @@ class InputFileError(Exception):
         if self.column is not None:
             where.append(f"column {self.column!r}")
         return f"{', '.join(where)}: {self.message}"
+
+
+class OutputFileError(Exception):
+    """An output that could not be written (disk full, read-only folder, ...): names the file and
+    the cause. Nothing is left at the final path by the writer that raised it (see
+    `psyattrs.data.output`)."""
+
+    def __init__(self, path: "str | Path", cause: str):
+        self.path = Path(path)
+        self.cause = cause
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return f"{self.path}: cannot write: {self.cause}"

@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from psyattrs.errors import InputFileError
+from psyattrs.errors import InputFileError, OutputFileError
 from psyattrs.cli import data_align, data_validate, data_stats, data_synth, labels_resolve
 from psyattrs.cli import evaluate as evaluate_cmd, train as train_cmd
 from psyattrs.cli import annotate as annotate_cmd, predict as predict_cmd, register as register_cmd, serve as serve_cmd
@@ -55,8 +55,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code = args.func(args)
-    except InputFileError as exc:
+    except (InputFileError, OutputFileError) as exc:
         print(f"psyattrs: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as exc:  # a file the command could not read or write: one line, never a traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"psyattrs: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except (ValueError, KeyError, TypeError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc

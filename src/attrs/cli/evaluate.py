@@ -30,6 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
+    from psyattrs.data.output import write_text_atomic
     from psyattrs.experiments.metrics import format_table, summary_table
     from psyattrs.experiments.runner import evaluate
     from psyattrs.experiments.tracking import load_run_config
@@ -43,6 +44,5 @@ def handler(args: argparse.Namespace) -> int:
     print(format_table(summary_table(metrics, load_schema(config.data.schema), prefix=prefix)))
     if args.json is not None:
         clean = {k: (None if math.isnan(v) else v) for k, v in metrics.items()}
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(clean, indent=2), encoding="utf-8")
+        write_text_atomic(args.json, json.dumps(clean, indent=2), make_parents=True)
     return 0

@@ -34,6 +34,7 @@ from psyattrs.data import _synth_dialogue as sim
 from psyattrs.data import _synth_lexicon as lex
 from psyattrs.data._synth_dialogue import PERSONAS, PersonaSpec, persona_spec
 from psyattrs.data._synth_public import PublicTruth, write_public
+from psyattrs.data.output import atomic_output
 from psyattrs.data.table import Corpus, final_column, labeler_column, normalize_table, true_column
 from psyattrs.schema import OPELA
 
@@ -449,6 +450,6 @@ def write_annotated(df: pd.DataFrame, path: "str | Path") -> Path:
             # plain int64 writes several times faster; empty cells stay empty through Int64
             out[c] = col.to_numpy(dtype=np.int64) if not col.isna().any() else col
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    out.to_csv(path, index=False, encoding="utf-8", lineterminator="\n")
+    with atomic_output(path, make_parents=True) as tmp:  # complete or absent
+        out.to_csv(tmp, index=False, encoding="utf-8", lineterminator="\n")
     return path

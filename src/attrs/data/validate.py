@@ -498,15 +498,15 @@ def write_report(problems: Iterable[Problem], path: "str | Path") -> int:
         The number of records written.
 
     Raises:
-        InputFileError: the report cannot be written (names the path).
+        OutputFileError: the report cannot be written (names the path and the cause; nothing is
+            left at the path).
     """
-    p = Path(path)
+    from psyattrs.data.output import atomic_output
+
     n = 0
-    try:
-        with p.open("w", encoding="utf-8") as fh:
+    with atomic_output(path) as tmp:  # complete or absent
+        with tmp.open("w", encoding="utf-8") as fh:
             for problem in problems:
                 fh.write(json.dumps(problem.to_dict(), ensure_ascii=False) + "\n")
                 n += 1
-    except OSError as exc:
-        raise InputFileError(p, f"cannot write the report: {exc.strerror or exc}") from None
     return n
