@@ -57,7 +57,7 @@ def _read_input(path: Path, fmt: str | None, predictor) -> tuple[object, list]:
         if not sentences:
             raise InputFileError(path, "holds no sentence (only blank lines)")
         return sentences, []
-    corpus = load_corpus(path, format=fmt, schema=predictor.schema)
+    corpus = load_corpus(path, format=fmt, schema=predictor.schema, check_labels=False)  # labels are not used
     if corpus.format == "public":
         raise InputFileError(path, "is an OPELA public-release file (per-speaker texts whose interleaving is unknown); "
                                    "predict an utterance table instead")

@@ -169,6 +169,8 @@ class Corpus:
         n_read: records read from the file (sentences, or conversations for the public release);
             `n_read == n_kept + len(problems)` where each problem is one record.
         record_kind: what a record is: `sentence`, `conversation` or `dialogue`.
+        encoding: the text encoding the file was read in (`utf-8`, `utf-8-sig`, `cp949`); None
+            for Parquet or an in-memory corpus.
     """
 
     utterances: pd.DataFrame
@@ -180,6 +182,7 @@ class Corpus:
     problems: list[Problem] = field(default_factory=list)
     n_read: int = 0
     record_kind: str = "sentence"
+    encoding: str | None = None
 
     @property
     def n_kept(self) -> int:
