@@ -41,3 +41,21 @@ class OutputFileError(Exception):
 
     def __str__(self) -> str:
         return f"{self.path}: cannot write: {self.cause}"
+
+
+class Interrupted(KeyboardInterrupt):
+    """A stop signal (SIGTERM, SIGHUP, ...) received while a run was active: ends it KILLED.
+
+    A KeyboardInterrupt, so whatever already handles Ctrl-C (closing runs, annotate's resumable
+    stop) handles these signals alike.
+    """
+
+    def __init__(self, signum: int):
+        import signal
+
+        self.signum = signum
+        try:
+            self.signal_name = signal.Signals(signum).name
+        except ValueError:
+            self.signal_name = f"signal {signum}"
+        super().__init__(self.signal_name)

@@ -15,6 +15,7 @@ from psyattrs.errors import InputFileError, OutputFileError
 from psyattrs.cli import data_align, data_validate, data_stats, data_synth, labels_resolve
 from psyattrs.cli import evaluate as evaluate_cmd, train as train_cmd
 from psyattrs.cli import annotate as annotate_cmd, predict as predict_cmd, register as register_cmd, serve as serve_cmd
+from psyattrs.cli import runs as runs_cmd
 
 EXIT_BAD_INPUT = 2
 
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_cmd.register(groups)
     serve_cmd.register(groups)
     annotate_cmd.register(groups)
+    runs_cmd.register(groups)
     return parser
 
 
@@ -58,6 +60,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (InputFileError, OutputFileError) as exc:
         print(f"psyattrs: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt as exc:  # Ctrl-C, or a stop signal during a run (psyattrs.errors.Interrupted)
+        name = getattr(exc, "signal_name", "SIGINT")
+        print(f"psyattrs: interrupted by {name}; a tracked run ends KILLED with a note of the step it stopped",
+              file=sys.stderr)
+        return 128 + getattr(exc, "signum", 2)
     except OSError as exc:  # a file the command could not read or write: one line, never a traceback
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"psyattrs: error: {where}{exc.strerror or exc}", file=sys.stderr)

@@ -1,7 +1,9 @@
 """`psyattrs evaluate --run RUN_ID [--data PATH]`: re-score a trained run with its logged model.
 
-Without `--data` the run's own test split is rebuilt from its logged config and scored again;
-with `--data` every sentence of that corpus is scored. Prints the per-head table (model, floor,
+Without `--data` the run's own test split is rebuilt from its logged config and scored again,
+after checking that its data files are the ones the run read (SHA-256 logged at training time):
+a changed file is refused, or with `--allow-changed-data` scored under a loud warning. With
+`--data` every sentence of that corpus is scored. Prints the per-head table (model, floor,
 ceiling); `--json OUT` also writes every metric.
 """
 
@@ -10,6 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
+import warnings
 from pathlib import Path
 
 from psyattrs.cli._options import add_tracking_uri
@@ -24,6 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--run", dest="run_id", metavar="RUN_ID", required=True, help="MLflow run id from psyattrs train")
     parser.add_argument("--data", metavar="PATH", type=Path, default=None, help="corpus to score instead of the test split")
+    parser.add_argument("--allow-changed-data", action="store_true",
+                        help="without --data: score the run's data files even if they changed since training (warns)")
     add_tracking_uri(parser)
     parser.add_argument("--json", metavar="OUT", type=Path, default=None, help="also write every metric as JSON")
     parser.set_defaults(func=handler)
@@ -33,10 +39,16 @@ def handler(args: argparse.Namespace) -> int:
     from psyattrs.data.output import write_text_atomic
     from psyattrs.experiments.metrics import format_table, summary_table
     from psyattrs.experiments.runner import evaluate
-    from psyattrs.experiments.tracking import load_run_config
+    from psyattrs.experiments.tracking import ChangedDataWarning, load_run_config
     from psyattrs.schema import load_schema
 
-    metrics = evaluate(args.run_id, args.data, tracking_uri=args.tracking_uri)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ChangedDataWarning)
+        metrics = evaluate(args.run_id, args.data, tracking_uri=args.tracking_uri,
+                           allow_changed_data=args.allow_changed_data)
+    for w in caught:
+        if issubclass(w.category, ChangedDataWarning):
+            print(f"WARNING: {w.message}", file=sys.stderr)
     config, _ = load_run_config(args.run_id, tracking_uri=args.tracking_uri)
     prefix = "test_" if args.data is None else "eval_"
     what = "its test split" if args.data is None else str(args.data)
