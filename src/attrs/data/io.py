@@ -23,7 +23,7 @@ Formats are detected from the content, never from the file name (`detect_format`
 | `annotated`      | a table with `doc_id`, `sent_id`, `person_type`, `text` and                 |
 |                  | `labeler{1,2,3}_{head}` for the six OPELA heads (FORMATS §2)                |
 | `generic`        | any other table with `doc_id` and `text` (FORMATS §5)                       |
-| `personaldialog` | JSON lines whose first record has a `dialog` key (FORMATS §4)               |
+| `personaldialog` | JSON lines whose first readable record has a `dialog` key (FORMATS §4)      |
 
 Tables are CSV (any of the encodings above) or Parquet (recognised by its `PAR1` magic bytes).
 """
