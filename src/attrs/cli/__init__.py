@@ -52,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the command line; returns the exit code (0 ok, 1 failed check, 2 bad input)."""
+    """Runs the command line; returns the exit code (0 ok, 1 failed check, 2 bad input or an output
+    that cannot be written, 128 + N stopped by signal N)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -62,8 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:  # Ctrl-C, or a stop signal during a run (psyattrs.errors.Interrupted)
         name = getattr(exc, "signal_name", "SIGINT")
-        print(f"psyattrs: interrupted by {name}; a tracked run ends KILLED with a note of the step it stopped",
-              file=sys.stderr)
+        print(f"psyattrs: interrupted by {name}", file=sys.stderr)  # a run it stopped ended KILLED, with a note
         return 128 + getattr(exc, "signum", 2)
     except OSError as exc:  # a file the command could not read or write: one line, never a traceback
         where = f"{exc.filename}: " if exc.filename else ""

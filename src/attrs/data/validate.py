@@ -31,8 +31,8 @@ import numpy as np
 import pandas as pd
 
 from psyattrs.data.io import parse_label_column
+from psyattrs.data.output import atomic_output
 from psyattrs.data.table import Corpus, Problem, final_column, labeler_ids, true_column
-from psyattrs.errors import InputFileError
 from psyattrs.schema import Schema
 
 LINE_CHECK_GROUPS = ("adds up", "pauses not counted", "extra lines", "fewer lines")
@@ -530,8 +530,6 @@ def write_report(problems: Iterable[Problem], path: "str | Path") -> int:
         OutputFileError: the report cannot be written (names the path and the cause; nothing is
             left at the path).
     """
-    from psyattrs.data.output import atomic_output
-
     n = 0
     with atomic_output(path) as tmp:  # complete or absent
         with tmp.open("w", encoding="utf-8") as fh:
