@@ -53,6 +53,15 @@ def test_a_file_truncated_mid_row_sets_aside_the_last_row_and_the_summary_reconc
     assert "row 7" in out and "but the header has" in out
 
 
+def test_a_file_cut_inside_a_character_says_it_was_cut_short(tmp_path):
+    path = write_csv(annotated_frame(), tmp_path / "a.csv")
+    raw = path.read_bytes()
+    cut = raw.rindex("좋아".encode()) + 1  # inside the first byte sequence of 좋
+    path.write_bytes(raw[:cut])
+    with pytest.raises(InputFileError, match=r"ends inside a UTF-8 character \(line 5\): it was cut short"):
+        load_corpus(path)
+
+
 def test_missing_trailing_cells_written_as_empty_fields_are_not_short(tmp_path):
     frame = annotated_frame()
     frame["labeler_empathy"] = frame["labeler_empathy"].astype("Int64")

@@ -154,6 +154,9 @@ def decode_bytes(raw: bytes, path: "str | Path", *, partial: bool = False) -> tu
                 f"e.g. {example!r} on line {line}): is it Latin-1 or Windows-1252? save it as UTF-8"
             )
     offset = utf8_error.start + (len(codecs.BOM_UTF8) if bom else 0)
+    if not partial and utf8_error.reason == "unexpected end of data" and utf8_error.end == len(body):
+        raise InputFileError(path, f"the file ends inside a UTF-8 character (line {_line_of(raw, offset)}): "
+                                   "it was cut short (truncated while written or copied)")
     raise InputFileError(
         path,
         f"undecodable bytes at line {_line_of(raw, offset)} (byte offset {offset}): "
