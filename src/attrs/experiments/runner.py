@@ -106,7 +106,7 @@ class _Steps:
         """Shows `text` while the block runs (a spinner, or nothing where the block has its own
         progress bar), then `text: seconds`. The step is named to the run's tracking (the note of
         a run stopped by a signal says which step it stopped)."""
-        from psyattrs.experiments.tracking import mark_step
+        from psyattrs.experiments.stopping import mark_step
 
         mark_step(text)
         if self.quiet:
@@ -444,10 +444,10 @@ def evaluate(
             whole corpus), a run without a model, or (without `data_path`) data files that
             changed since the run read them (compared by SHA-256).
     """
+    import warnings
+
     import mlflow
     from mlflow.exceptions import MlflowException
-
-    import warnings
 
     from psyattrs.experiments.tracking import ChangedDataWarning, changed_data, load_run_config, quiet_mlflow, tracking_store
 

@@ -37,7 +37,6 @@ import json
 import logging
 import math
 import os
-import signal
 import socket
 import subprocess
 import threading
@@ -57,6 +56,7 @@ from psyattrs.data.table import final_column
 from psyattrs.errors import Interrupted
 from psyattrs.experiments import metrics as M
 from psyattrs.experiments.config import ExperimentConfig
+from psyattrs.experiments.stopping import current_step, process_start, run_end, shielded, signals_interrupt
 from psyattrs.schema import Schema
 
 ENV_URI = "MLFLOW_TRACKING_URI"
@@ -386,7 +386,7 @@ def _tags(config: ExperimentConfig, role: str) -> dict[str, str]:
 
     commit, dirty = git_commit()
     tags = {"psyattrs.version": __version__, "psyattrs.config": config.name, "psyattrs.role": role,
-            "psyattrs.pid": str(os.getpid()), "psyattrs.pid_start": _process_start(os.getpid()) or "",
+            "psyattrs.pid": str(os.getpid()), "psyattrs.pid_start": process_start(os.getpid()) or "",
             "psyattrs.host": socket.gethostname()}
     if commit:
         tags["mlflow.source.git.commit"] = commit
@@ -445,7 +445,7 @@ def start_run(
             yield run
         except BaseException as exc:
             killed = isinstance(exc, KeyboardInterrupt)
-            with _shielded():  # a second signal must not cut the bookkeeping short
+            with shielded():  # a second signal must not cut the bookkeeping short
                 if killed:
                     _record_interruption(exc, time.monotonic() - started)
                 _record_failure(exc)
@@ -457,119 +457,18 @@ def start_run(
 
 # ------------------------------------------------------------------------ signals and run ends
 
-STOP_SIGNALS: tuple[str, ...] = ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGXCPU", "SIGXFSZ")
-"""The catchable signals whose default action ends the process; during a run they raise
-`Interrupted` instead (SIGINT already raises KeyboardInterrupt), so the run ends KILLED."""
-
-_step = threading.local()
-_shield = {"on": False}
-
-
-def mark_step(text: str | None) -> None:
-    """Names the step the current run is in (`runner` calls it), for the note of an interrupted run."""
-    _step.text = text
-
-
-def _raise_interrupted(signum: int, frame) -> None:
-    if _shield["on"]:
-        return
-    raise Interrupted(signum)
-
-
-@contextlib.contextmanager
-def signals_interrupt() -> Iterator[None]:
-    """While active, each of `STOP_SIGNALS` raises `Interrupted` in the main thread (where it still
-    has its default action; handlers someone else installed are left alone). Restored afterwards."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {}
-    for name in STOP_SIGNALS:
-        number = getattr(signal, name, None)
-        if number is not None and signal.getsignal(number) is signal.SIG_DFL:
-            previous[number] = signal.signal(number, _raise_interrupted)
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-
-
-@contextlib.contextmanager
-def _shielded() -> Iterator[None]:
-    """Further stop signals are ignored while a stopped run is being closed."""
-    before = _shield["on"]
-    _shield["on"] = True
-    try:
-        yield
-    finally:
-        _shield["on"] = before
-
 
 def _record_interruption(exc: BaseException, seconds: float) -> None:
     import mlflow
 
     what = f"signal {exc.signal_name}" if isinstance(exc, Interrupted) else "SIGINT (Ctrl-C)"
-    step = getattr(_step, "text", None)
+    step = current_step()
     note = (f"interrupted by {what}" + (f" during step {step!r}" if step else "")
             + f" after {seconds:.1f}s; the run did not finish and its outputs are incomplete")
     try:
         mlflow.set_tags({"psyattrs.interrupted": note, "mlflow.note.content": note})
     except Exception as logging_error:  # noqa: BLE001 - the interruption must still propagate
         warnings.warn(f"could not record the interruption in MLflow: {logging_error}", stacklevel=3)
-
-
-def _process_start(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (Linux `/proc`), None where unknown."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def _process_alive(pid: int, started: str | None) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    now = _process_start(pid)
-    if started and now is not None and now != started:
-        return False  # the pid was reused by another process
-    return not _is_zombie(pid)
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return False
-
-
-def run_end(status: str, tags: Mapping[str, str]) -> str:
-    """How a run ended, in words: `finished`, `ended FAILED (error)`, `ended KILLED (note)`,
-    `running (pid N on HOST)`, `never finished: ...` (RUNNING, but its process is gone) or
-    `running or abandoned (...)` (RUNNING, started on another machine)."""
-    if status == "FINISHED":
-        return "finished"
-    if status == "FAILED":
-        return "ended FAILED" + (f" ({tags['psyattrs.error']})" if tags.get("psyattrs.error") else "")
-    if status == "KILLED":
-        return "ended KILLED" + (f" ({tags['psyattrs.interrupted']})" if tags.get("psyattrs.interrupted") else "")
-    if status != "RUNNING":
-        return f"ended {status}"
-    pid, host = tags.get("psyattrs.pid"), tags.get("psyattrs.host")
-    if not pid or not pid.isdigit():
-        return "running (no process recorded)"
-    where = f"pid {pid} on {host}"
-    if host != socket.gethostname():
-        return f"running or abandoned ({where}, another machine)"
-    if _process_alive(int(pid), tags.get("psyattrs.pid_start") or None):
-        return f"running ({where})"
-    return (f"never finished: marked RUNNING but its process ({where}) is gone "
-            "(killed with SIGKILL, out of memory, or a crash); its outputs are incomplete")
 
 
 def list_runs(*, tracking_uri: str | None = None, experiment: str | None = None) -> pd.DataFrame:
@@ -631,6 +530,7 @@ def close_abandoned(*, tracking_uri: str | None = None, experiment: str | None =
 # ------------------------------------------------------------------------ the data a run read
 
 DATA_FILES_ARTIFACT = "data_files.json"
+_inputs = threading.local()
 
 
 class ChangedDataWarning(UserWarning):
@@ -657,11 +557,11 @@ def note_input_file(path: "str | Path", encoding: str | None) -> None:
     if active is None:
         return
     p = Path(path).resolve()
-    files = getattr(_step, "files", {})
-    if getattr(_step, "files_run", None) != active.info.run_id:
+    files = getattr(_inputs, "files", {})
+    if getattr(_inputs, "files_run", None) != active.info.run_id:
         files = {}
     files[str(p)] = {"path": str(p), "size": p.stat().st_size, "sha256": file_sha256(p), "encoding": encoding}
-    _step.files, _step.files_run = files, active.info.run_id
+    _inputs.files, _inputs.files_run = files, active.info.run_id
     mlflow.log_dict({"files": list(files.values())}, DATA_FILES_ARTIFACT)
     encodings = sorted({f"{Path(f['path']).name}={f['encoding'] or 'parquet'}" for f in files.values()})
     mlflow.set_tag("psyattrs.encoding", encodings[0].split("=", 1)[1] if len(encodings) == 1 else "; ".join(encodings))
