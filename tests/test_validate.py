@@ -24,7 +24,7 @@ from psyattrs.data.validate import (
     summarize,
     write_report,
 )
-from psyattrs.errors import InputFileError
+from psyattrs.errors import InputFileError, OutputFileError
 from psyattrs.schema import OPELA
 
 
@@ -159,8 +159,8 @@ def test_write_report_one_json_object_per_record(tmp_path):
     assert "문서2" in path.read_text(encoding="utf-8")
 
 
-def test_write_report_to_an_unwritable_place_is_an_input_error(tmp_path):
-    with pytest.raises(InputFileError, match=r"cannot write the report"):
+def test_write_report_to_an_unwritable_place_is_an_output_error(tmp_path):
+    with pytest.raises(OutputFileError, match=r"r.jsonl: cannot write: No such file or directory"):
         write_report([], tmp_path / "missing-dir" / "r.jsonl")
 
 

@@ -60,6 +60,7 @@ from psyattrs.align.conversations import COUNTED, NOT_COUNTED, Conversation, rea
 from psyattrs.align.output import ALIGN_COLUMNS, REPORT_COLUMNS, report_table, unfit_reason, utterance_table
 from psyattrs.align.rounds import Aligner, Fit
 from psyattrs.align.settings import AlignSettings
+from psyattrs.data.output import atomic_output
 from psyattrs.data.table import Corpus, Problem, final_column
 from psyattrs.schema import Schema
 
@@ -313,16 +314,16 @@ def write_aligned(result: AlignResult, path: "str | Path") -> Path:
     table = result.utterances[output_columns(result.schema)].copy()
     table["is_pause"] = table["is_pause"].astype(np.int64)
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(p, index=False, encoding="utf-8", lineterminator="\n")
+    with atomic_output(p, make_parents=True) as tmp:  # complete or absent
+        table.to_csv(tmp, index=False, encoding="utf-8", lineterminator="\n")
     return p
 
 
 def write_report(result: AlignResult, path: "str | Path") -> Path:
     """Writes the per-conversation report as JSON lines (one object per conversation; NaN as null)."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    result.report.to_json(p, orient="records", lines=True, force_ascii=False)
+    with atomic_output(p, make_parents=True) as tmp:
+        result.report.to_json(tmp, orient="records", lines=True, force_ascii=False)
     return p
 
 

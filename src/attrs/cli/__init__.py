@@ -13,11 +13,11 @@ import warnings
 from typing import Sequence
 
 from psyattrs._version import __version__
-from psyattrs.errors import InputFileError, PsyattrsWarning
+from psyattrs.errors import InputFileError, OutputFileError, PsyattrsWarning
 from psyattrs.cli import data_align, data_validate, data_stats, data_synth, labels_resolve
 from psyattrs.cli import evaluate as evaluate_cmd, train as train_cmd
 from psyattrs.cli import annotate as annotate_cmd, predict as predict_cmd, register as register_cmd, serve as serve_cmd
-from psyattrs.cli import analyze as analyze_cmd, report as report_cmd
+from psyattrs.cli import analyze as analyze_cmd, report as report_cmd, runs as runs_cmd
 
 EXIT_BAD_INPUT = 2
 
@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     annotate_cmd.register(groups)
     report_cmd.register(groups)
     analyze_cmd.register(groups)
+    runs_cmd.register(groups)
     return parser
 
 
@@ -64,14 +65,23 @@ def _show_warning(message, category, filename, lineno, file=None, line=None, _de
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the command line; returns the exit code (0 ok, 1 failed check, 2 bad input)."""
+    """Runs the command line; returns the exit code (0 ok, 1 failed check, 2 bad input or an output
+    that cannot be written, 128 + N stopped by signal N)."""
     warnings.showwarning = _show_warning
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         code = args.func(args)
-    except InputFileError as exc:
+    except (InputFileError, OutputFileError) as exc:
         print(f"psyattrs: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt as exc:  # Ctrl-C, or a stop signal during a run (psyattrs.errors.Interrupted)
+        name = getattr(exc, "signal_name", "SIGINT")
+        print(f"psyattrs: interrupted by {name}", file=sys.stderr)  # a run it stopped ended KILLED, with a note
+        return 128 + getattr(exc, "signum", 2)
+    except OSError as exc:  # a file the command could not read or write: one line, never a traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"psyattrs: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except (ValueError, KeyError, TypeError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc

@@ -7,8 +7,8 @@ name, probabilities and disagreement. Rejected items go to OUT/_rejects.jsonl wi
 An interrupted run continues after its last finished chunk when the same command is run again
 (`--restart` starts over). Ends by printing the reconciliation: read = written + rejected.
 
-Exit codes: 0 done (or stopped by --max-chunks), 1 the counts do not reconcile, 2 bad input,
-130 interrupted (resumable).
+Exit codes: 0 done (or stopped by --max-chunks), 1 the counts do not reconcile, 2 bad input or an
+output that cannot be written (disk full: resumable), 130 interrupted (resumable).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
+    from psyattrs.errors import OutputFileError
     from psyattrs.serving.annotate import annotate, read_manifest
 
     try:
@@ -58,6 +59,12 @@ def handler(args: argparse.Namespace) -> int:
         done = manifest["chunks"] if manifest else 0
         print(f"\ninterrupted after {done} finished chunk(s); run the same command again to continue", file=sys.stderr)
         return 130
+    except OutputFileError as exc:
+        manifest = read_manifest(args.out) if args.out.is_dir() else None
+        done = manifest["chunks"] if manifest else 0
+        print(f"psyattrs: error: {exc}; {done} finished chunk(s) are kept: free the space and run the same "
+              "command again to continue", file=sys.stderr)
+        return 2
     print(f"annotated {args.input} with {result.model} in {result.seconds:.1f}s")
     print(result.reconciliation())
     return 0 if result.balanced else 1

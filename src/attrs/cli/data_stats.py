@@ -138,10 +138,8 @@ def handler(args: argparse.Namespace) -> int:
         console.print(agreement_table(stats))
     if args.json is not None:
         text = json.dumps(stats, ensure_ascii=False, indent=2, allow_nan=False) + "\n"
-        try:
-            args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise ValueError(f"cannot write {args.json}: {exc.strerror or exc}") from None
+        from psyattrs.data.output import write_text_atomic
+
+        write_text_atomic(args.json, text, make_parents=True)
         console.print(f"wrote {args.json}", soft_wrap=True)
     return 0

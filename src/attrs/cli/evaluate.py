@@ -1,8 +1,10 @@
 """`psyattrs evaluate --run RUN_ID [--data PATH]`: re-score a trained run with its logged model.
 
-Without `--data` the run's own test split is rebuilt from its logged config and scored again;
-with `--data` every sentence of that corpus is scored. Prints the per-head table (model, floor,
-one labeler against the others); `--json OUT` also writes every metric.
+Without `--data` the run's own test split is rebuilt from its logged config and scored again,
+after checking that its data files are the ones the run read (SHA-256 logged at training time):
+a changed file is refused, or with `--allow-changed-data` scored under a loud warning. With
+`--data` every sentence of that corpus is scored. Prints the per-head table (model, floor, one
+labeler against the others); `--json OUT` also writes every metric.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import argparse
 import json
 import math
 import sys
+import warnings
 from pathlib import Path
 
 from psyattrs.cli._options import add_tracking_uri
@@ -25,6 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--run", dest="run_id", metavar="RUN_ID", required=True, help="MLflow run id from psyattrs train")
     parser.add_argument("--data", metavar="PATH", type=Path, default=None, help="corpus to score instead of the test split")
+    parser.add_argument("--allow-changed-data", action="store_true",
+                        help="without --data: score the run's data files even if they changed since training (warns)")
     add_tracking_uri(parser)
     parser.add_argument("--json", metavar="OUT", type=Path, default=None, help="also write every metric as JSON")
     parser.set_defaults(func=handler)
@@ -44,11 +49,20 @@ def _warn_overlap(metrics: dict[str, float], data: Path) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
+    from psyattrs.data.output import write_text_atomic
     from psyattrs.experiments.metrics import format_table, summary_table
     from psyattrs.experiments.runner import config_schema, evaluate
-    from psyattrs.experiments.tracking import load_run_config
+    from psyattrs.experiments.tracking import ChangedDataWarning, load_run_config
 
-    metrics = evaluate(args.run_id, args.data, tracking_uri=args.tracking_uri)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ChangedDataWarning)
+        metrics = evaluate(args.run_id, args.data, tracking_uri=args.tracking_uri,
+                           allow_changed_data=args.allow_changed_data)
+    for w in caught:
+        if issubclass(w.category, ChangedDataWarning):
+            print(f"WARNING: {w.message}", file=sys.stderr)
+        else:  # every other warning reaches the user as it would have without the recording
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     config, _ = load_run_config(args.run_id, tracking_uri=args.tracking_uri)
     prefix = "test_" if args.data is None else "eval_"
     what = "its test split" if args.data is None else str(args.data)
@@ -58,6 +72,5 @@ def handler(args: argparse.Namespace) -> int:
     print(format_table(summary_table(metrics, config_schema(config), prefix=prefix)))
     if args.json is not None:
         clean = {k: (None if math.isnan(v) else v) for k, v in metrics.items()}
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(clean, indent=2), encoding="utf-8")
+        write_text_atomic(args.json, json.dumps(clean, indent=2), make_parents=True)
     return 0

@@ -197,12 +197,12 @@ def _parquet_integer_columns(source: Path) -> list[str]:
 
 
 def write_table(table: pd.DataFrame, path: Path, kind: str) -> None:
-    """Writes a table as UTF-8 CSV (no index; integers as integers) or Parquet."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    """Writes a table as UTF-8 CSV (no index; integers as integers) or Parquet, complete or not at
+    all (`psyattrs.data.output.atomic_output`; OutputFileError naming the path and the cause)."""
+    from psyattrs.data.output import atomic_output
+
+    with atomic_output(path, make_parents=True) as tmp:
         if kind == "parquet":
-            table.to_parquet(path, index=False)
+            table.to_parquet(tmp, index=False)
         else:
-            table.to_csv(path, index=False, encoding="utf-8")
-    except OSError as exc:
-        raise ValueError(f"cannot write {path}: {exc.strerror or exc}") from None
+            table.to_csv(tmp, index=False, encoding="utf-8")

@@ -62,7 +62,7 @@ def _read_input(path: Path, fmt: str | None, predictor) -> tuple[object, list]:
         if not sentences:
             raise InputFileError(path, "holds no sentence (only blank lines)")
         return sentences, []
-    corpus = load_corpus(path, format=fmt, schema=predictor.schema)
+    corpus = load_corpus(path, format=fmt, schema=predictor.schema, check_labels=False)  # labels are not used
     if corpus.format == "public":
         raise InputFileError(path, "is an OPELA public-release file (per-speaker texts whose interleaving is unknown); "
                                    "predict an utterance table instead")
@@ -84,6 +84,7 @@ def _print_readable(frame, schema) -> None:
 
 
 def _write(frame, path: Path, predictor) -> None:
+    from psyattrs.data.output import atomic_output
     from psyattrs.errors import InputFileError
     from psyattrs.serving.predict import frame_to_dicts
 
@@ -92,14 +93,15 @@ def _write(frame, path: Path, predictor) -> None:
         raise ValueError(f"--out {path}: the file name must end in one of {list(OUT_SUFFIXES)}")
     if not path.resolve().parent.is_dir():
         raise InputFileError(path, "cannot write the predictions: its folder does not exist")
-    if suffix == ".parquet":
-        frame.to_parquet(path, index=False)
-    elif suffix == ".csv":
-        frame.to_csv(path, index=False, encoding="utf-8")
-    else:
-        with path.open("w", encoding="utf-8") as fh:
-            for item in frame_to_dicts(frame, predictor.schema):
-                fh.write(json.dumps(item, ensure_ascii=False) + "\n")
+    with atomic_output(path) as tmp:  # complete or absent
+        if suffix == ".parquet":
+            frame.to_parquet(tmp, index=False)
+        elif suffix == ".csv":
+            frame.to_csv(tmp, index=False, encoding="utf-8")
+        else:
+            with tmp.open("w", encoding="utf-8") as fh:
+                for item in frame_to_dicts(frame, predictor.schema):
+                    fh.write(json.dumps(item, ensure_ascii=False) + "\n")
 
 
 def handler(args: argparse.Namespace) -> int:

@@ -36,7 +36,11 @@ __all__ = [
 
 
 def load_corpus(
-    path: "str | Path", *, format: str | None = None, schema: "Schema | str | Path | None" = None
+    path: "str | Path",
+    *,
+    format: str | None = None,
+    schema: "Schema | str | Path | None" = None,
+    check_labels: bool = True,
 ) -> Corpus:
     """Reads a corpus file of any supported format.
 
@@ -47,6 +51,8 @@ def load_corpus(
             OPELA's heads with language `zh`; for LeWiDi and long tables, the schema the file
             implies: `psyattrs.data.lewidi.schema_of`). A file detected as `annotated` but read with a
             schema other than OPELA is read as `generic` (the annotated layout is OPELA's).
+        check_labels: False for prediction: label cells are not checked, so a bad label cell
+            does not set its sentence aside (it reads as not rated).
 
     Returns:
         The `Corpus` the format's reader returns.
@@ -69,7 +75,7 @@ def load_corpus(
     if fmt == "annotated" and format is None and resolved != OPELA:
         fmt = "generic"
     if fmt == "annotated":
-        return read_annotated(path, resolved)
+        return read_annotated(path, resolved, check_labels=check_labels)
     if fmt == "public":
         return read_public(path, resolved)
-    return read_generic(path, resolved)
+    return read_generic(path, resolved, check_labels=check_labels)

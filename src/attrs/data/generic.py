@@ -41,12 +41,13 @@ TEXT_COLUMNS: tuple[str, ...] = (
 _ANY_LABEL = re.compile(r"^labeler(\d*)_([a-z][a-z0-9]*)$")
 
 
-def read_generic(path: "str | Path", schema: "Schema | str | Path | None" = None) -> Corpus:
+def read_generic(path: "str | Path", schema: "Schema | str | Path | None" = None, *, check_labels: bool = True) -> Corpus:
     """Reads a generic multi-annotator utterance table (FORMATS §5).
 
     Args:
         path: a CSV (UTF-8, UTF-8 with BOM or CP949) or Parquet file.
         schema: the label schema, a schema YAML path, or None for the built-in OPELA schema.
+        check_labels: False leaves label cells unchecked (bad ones read as not rated).
 
     Returns:
         A `Corpus` with `format="generic"`, `record_kind="sentence"`: `utterances` holds the kept
@@ -64,7 +65,7 @@ def read_generic(path: "str | Path", schema: "Schema | str | Path | None" = None
     df = read_table(p, str_columns=TEXT_COLUMNS)
     require_columns(df.columns, GENERIC_KEY_COLUMNS, p, "a generic utterance table")
     _reject_unknown_heads(df.columns, schema, p)
-    return build_sentence_corpus(df, p, schema, format="generic")
+    return build_sentence_corpus(df, p, schema, format="generic", check_labels=check_labels)
 
 
 def _reject_unknown_heads(columns, schema: Schema, path: Path) -> None:
@@ -87,6 +88,7 @@ def build_sentence_corpus(
     *,
     format: str,
     person_types: "frozenset[str] | None" = None,
+    check_labels: bool = True,
 ) -> Corpus:
     """Checks a per-sentence table and shapes the usable rows into a `Corpus`.
 
@@ -97,12 +99,13 @@ def build_sentence_corpus(
         schema: the label schema.
         format: the corpus format name (`annotated`, `generic`).
         person_types: allowed `person_type` values, None for any.
+        check_labels: False skips the label checks (for prediction; bad cells become <NA>).
 
     Returns:
         The corpus (see `read_generic` for its tables).
     """
     n_read = len(df)
-    checked = check_utterances(df, schema, person_types=person_types)
+    checked = check_utterances(df, schema, person_types=person_types, check_labels=check_labels)
     df["doc_id"] = df["doc_id"].astype(str).where(df["doc_id"].notna(), "")
     for col, labels in checked.labels.items():
         df[col] = labels
@@ -126,6 +129,7 @@ def build_sentence_corpus(
         problems=checked.problems,
         n_read=n_read,
         record_kind="sentence",
+        encoding=df.attrs.get("encoding"),
     )
 
 

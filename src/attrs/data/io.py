@@ -2,9 +2,18 @@
 
 Everything that touches raw bytes lives here, so every reader reports a bad file the same way:
 an `InputFileError` naming the file and, where known, the row and the column. Text files are
-decoded as UTF-8 (a leading BOM is dropped), then as CP949 (older Korean files); a file that is
-neither is an error naming the line of the first bad byte. A file that is mostly valid UTF-8
-with a few broken bytes is reported as broken rather than re-read as CP949 mojibake.
+decoded as UTF-8 (a leading BOM is dropped), then as CP949 (older Korean files) when the decoded
+text reads as Korean (`psyattrs.data.encoding.reads_as_korean`: a Latin-1 file is not re-read as
+CP949 mojibake); a file that is neither is an error naming the line of the first bad byte, and a
+UTF-16 file is named as UTF-16. A file that is mostly valid UTF-8 with a few broken bytes is
+reported as broken rather than re-read as CP949 mojibake.
+
+Bad rows are set aside, not silently kept: a CSV row with fewer fields than the header (a file
+cut short, missing trailing cells) and a row holding a NUL byte, wherever it is in the file, are
+listed in `df.attrs["row_faults"]` by `read_table` ({0-based row: (reason, field)}), which the
+readers turn into set-aside records; a header with a NUL byte refuses the file. JSON lines are
+checked line by line (`iter_checked_lines`): a line that cannot be decoded or holds a NUL byte
+is one bad line, not a bad file.
 
 Formats are detected from the content, never from the file name (`detect_format`):
 
@@ -14,9 +23,9 @@ Formats are detected from the content, never from the file name (`detect_format`
 | `annotated`      | a table with `doc_id`, `sent_id`, `person_type`, `text` and                 |
 |                  | `labeler{1,2,3}_{head}` for the six OPELA heads (FORMATS §2)                |
 | `generic`        | any other table with `doc_id` and `text` (FORMATS §5)                       |
-| `personaldialog` | JSON lines whose first record has a `dialog` key (FORMATS §4)               |
+| `personaldialog` | JSON lines whose first readable record has a `dialog` key                   |
 | `lewidi`         | one JSON object whose first value is an item with `text`, `annotators` and  |
-|                  | `annotations` (the LeWiDi harmonised JSON, FORMATS §7)                      |
+|                  | `annotations` (the LeWiDi harmonised JSON)                                  |
 | `long`           | a table with an item column (`task`, `item`, `item_id` or `sent_id`), an    |
 |                  | annotator column (`worker` or `annotator`) and `label`: one row per rating  |
 
@@ -38,6 +47,8 @@ from typing import Iterable, Iterator
 import numpy as np
 import pandas as pd
 
+from psyattrs.data.encoding import implausible_korean, reads_as_korean, utf16_name
+from psyattrs.data.row_faults import row_faults
 from psyattrs.errors import InputFileError
 from psyattrs.schema import OPELA, Head
 
@@ -124,6 +135,9 @@ def decode_bytes(raw: bytes, path: "str | Path", *, partial: bool = False) -> tu
         InputFileError: the bytes are not UTF-8, UTF-8 with BOM nor CP949 (names the line of the
             first undecodable byte).
     """
+    utf16 = utf16_name(raw)
+    if utf16 is not None:
+        raise InputFileError(path, f"the file is {utf16} text; psyattrs reads UTF-8 (or CP949): save it as UTF-8")
     bom = raw.startswith(codecs.BOM_UTF8)
     body = raw[len(codecs.BOM_UTF8) :] if bom else raw
     try:
@@ -132,16 +146,29 @@ def decode_bytes(raw: bytes, path: "str | Path", *, partial: bool = False) -> tu
         )
     except UnicodeDecodeError as exc:
         utf8_error = exc
+    not_korean = ""
     if not bom and not _looks_like_broken_utf8(raw):
         try:
-            return codecs.getincrementaldecoder("cp949")().decode(raw, final=not partial), "cp949"
+            text = codecs.getincrementaldecoder("cp949")().decode(raw, final=not partial)
         except UnicodeDecodeError:
             pass
+        else:
+            share, example = implausible_korean(text)
+            if reads_as_korean(text):
+                return text, "cp949"
+            line = text.count("\n", 0, text.find(example)) + 1 if example else 1
+            not_korean = (
+                f"; read as CP949 it is not Korean ({share:.0%} of its non-ASCII characters are rare, "
+                f"e.g. {example!r} on line {line}): is it Latin-1 or Windows-1252? save it as UTF-8"
+            )
     offset = utf8_error.start + (len(codecs.BOM_UTF8) if bom else 0)
+    if not partial and utf8_error.reason == "unexpected end of data" and utf8_error.end == len(body):
+        raise InputFileError(path, f"the file ends inside a UTF-8 character (line {_line_of(raw, offset)}): "
+                                   "it was cut short (truncated while written or copied)")
     raise InputFileError(
         path,
         f"undecodable bytes at line {_line_of(raw, offset)} (byte offset {offset}): "
-        f"the file is not {', '.join(ENCODINGS[:-1])} or {ENCODINGS[-1]} text",
+        f"the file is not {', '.join(ENCODINGS[:-1])} or {ENCODINGS[-1]} text{not_korean}",
     )
 
 
@@ -154,22 +181,49 @@ def detect_encoding(path: "str | Path") -> str:
 
 
 def _reject_binary(text: str, path: Path) -> None:
-    nul = text.find("\x00")
+    """Refuses a file whose first non-blank line (a CSV header) holds a NUL byte; NUL bytes in
+    later rows set those rows aside instead (`read_table`)."""
+    start = len(text) - len(text.lstrip("\r\n"))
+    end = text.find("\n", start)
+    nul = text.find("\x00", 0, end if end >= 0 else len(text))
     if nul >= 0:
         line = text.count("\n", 0, nul) + 1
         raise InputFileError(path, f"binary content (NUL byte at line {line}); expected CSV, Parquet or JSON lines")
 
 
-def iter_text_lines(path: "str | Path") -> Iterator[tuple[int, str]]:
-    """Yields (line number, line without its line break) of a text file, decoding lazily.
+def lines_encoding(path: Path) -> str:
+    """The encoding of a JSON-lines file, tolerating a few bad lines: UTF-8 when most lines of its
+    beginning decode as UTF-8 even if one does not."""
+    head = read_head(path)
+    try:
+        return decode_bytes(head, path, partial=True)[1]
+    except InputFileError:
+        if utf16_name(head) is not None:
+            raise
+        lines = head.split(b"\n")[:-1] or [head]
+        bad = 0
+        for line in lines:
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                bad += 1
+        if 2 * bad < len(lines):
+            return "utf-8-sig" if head.startswith(codecs.BOM_UTF8) else "utf-8"
+        raise
 
-    Constant memory: the file is read line by line. The encoding comes from `detect_encoding`.
+
+def iter_checked_lines(path: "str | Path") -> Iterator[tuple[int, str, str | None]]:
+    """Yields (line number, line without its line break, fault) of a text file, decoding lazily.
+
+    `fault` is None for a good line; for a line that the file's encoding cannot decode or that
+    holds a NUL byte it says why (and the line is ""), so a reader can set that one line aside.
+    Constant memory: the file is read line by line.
 
     Raises:
-        InputFileError: a line that the file's encoding cannot decode (names the line).
+        InputFileError: an unreadable file, or one whose beginning is mostly undecodable.
     """
     p = check_file(path)
-    encoding = detect_encoding(p)
+    encoding = lines_encoding(p)
     codec = "utf-8" if encoding == "utf-8-sig" else encoding
     try:
         with p.open("rb") as fh:
@@ -179,16 +233,32 @@ def iter_text_lines(path: "str | Path") -> Iterator[tuple[int, str]]:
                 try:
                     line = raw.decode(codec)
                 except UnicodeDecodeError as exc:
-                    raise InputFileError(
-                        p,
-                        f"undecodable bytes in this line (byte {exc.start} of the line) for encoding {encoding}",
-                        row=number,
-                    ) from None
+                    yield number, "", (
+                        f"undecodable bytes in this line (byte {exc.start} of the line) for encoding {encoding}"
+                    )
+                    continue
                 if "\x00" in line:
-                    raise InputFileError(p, "binary content (NUL byte); expected JSON lines", row=number)
-                yield number, line.rstrip("\r\n")
+                    yield number, "", "binary content (NUL byte) in this line"
+                    continue
+                yield number, line.rstrip("\r\n"), None
     except OSError as exc:
         raise InputFileError(p, f"cannot be read: {exc.strerror or exc}") from None
+
+
+def iter_text_lines(path: "str | Path") -> Iterator[tuple[int, str]]:
+    """Yields (line number, line without its line break) of a text file, decoding lazily.
+
+    Constant memory: the file is read line by line (`iter_checked_lines`).
+
+    Raises:
+        InputFileError: a line that the file's encoding cannot decode or that holds a NUL byte
+            (names the line).
+    """
+    p = Path(path)
+    for number, line, fault in iter_checked_lines(p):
+        if fault is not None:
+            raise InputFileError(p, fault, row=number)
+        yield number, line
 
 
 # ----------------------------------------------------------------------------------------------
@@ -253,15 +323,19 @@ def read_table(path: "str | Path", *, str_columns: Iterable[str] = ()) -> pd.Dat
         str_columns: columns to read as text (ignored when absent).
 
     Returns:
-        The table, one row per data row, columns as in the file.
+        The table, one row per data row, columns as in the file. `df.attrs["encoding"]` is the
+        text encoding read (None for Parquet); `df.attrs["row_faults"]` maps the 0-based rows to
+        set aside to (reason, field): rows with fewer fields than the header, rows with a NUL byte.
 
     Raises:
-        InputFileError: unreadable, undecodable, empty, malformed CSV (names the row), duplicate
-            column names, or a damaged Parquet file.
+        InputFileError: unreadable, undecodable, empty, malformed CSV (a row with more fields
+            than the header; names the row), duplicate column names, or a damaged Parquet file.
     """
     p = check_file(path)
     if is_parquet(p):
-        return _read_parquet(p)
+        df = _read_parquet(p)
+        df.attrs.update(encoding=None, row_faults={})
+        return df
     header = csv_header(p)
     encoding = detect_encoding(p)
     try:
@@ -279,6 +353,7 @@ def read_table(path: "str | Path", *, str_columns: Iterable[str] = ()) -> pd.Dat
         text_cols = _read_csv(p, encoding, usecols=sorted(set(wanted)), dtype=str)
         for col in set(wanted):
             df[col] = text_cols[col]
+    df.attrs.update(encoding=encoding, row_faults=row_faults(p, encoding, df, header))
     return df
 
 
@@ -320,6 +395,12 @@ def _parser_error(path: Path, message: str) -> InputFileError:
 def _read_parquet(path: Path) -> pd.DataFrame:
     import pyarrow
 
+    columns = parquet_columns(path)
+    seen: set[str] = set()
+    for name in columns:
+        if name in seen:
+            raise InputFileError(path, "the Parquet schema names this column twice", column=name)
+        seen.add(name)
     try:
         return pd.read_parquet(path)
     except (OSError, ValueError, TypeError, pyarrow.ArrowException) as exc:
@@ -421,14 +502,35 @@ def classify_columns(columns: Iterable[str], path: "str | Path") -> str:
     return "generic"
 
 
+JSON_PROBE_LINES = 100
+"""How many non-blank lines format detection tries before a JSON-lines file counts as broken."""
+
+
 def first_json_record(path: "str | Path") -> object:
-    """The first non-blank line of a JSON-lines file, parsed (InputFileError when it is not JSON)."""
-    for number, line in iter_text_lines(path):
-        if line.strip():
+    """The first readable record of a JSON-lines file, parsed.
+
+    Lines that are not JSON (or not decodable) are skipped, up to `JSON_PROBE_LINES` non-blank
+    lines: a broken first line does not hide the format of the lines after it.
+
+    Raises:
+        InputFileError: only blank lines, or none of the first lines is JSON (names the first).
+    """
+    first_error: InputFileError | None = None
+    tried = 0
+    for number, line, fault in iter_checked_lines(path):
+        if fault is None and not line.strip():
+            continue
+        tried += 1
+        if fault is None:
             try:
                 return json.loads(line)
             except (json.JSONDecodeError, RecursionError) as exc:
-                raise InputFileError(path, f"not valid JSON lines: {exc}", row=number) from None
+                fault = f"not valid JSON lines: {exc}"
+        first_error = first_error or InputFileError(path, fault, row=number)
+        if tried >= JSON_PROBE_LINES:
+            break
+    if first_error is not None:
+        raise first_error
     raise InputFileError(path, "holds only blank lines")
 
 
@@ -470,9 +572,15 @@ def detect_format(path: "str | Path") -> str:
     head = read_head(p)
     if head.startswith(_PARQUET_MAGIC):
         return classify_columns(parquet_columns(p), p)
-    text, _ = decode_bytes(head, p, partial=True)
-    _reject_binary(text, p)
-    start = text.lstrip(" \t\r\n")
+    try:
+        text, _ = decode_bytes(head, p, partial=True)
+    except InputFileError:
+        if not head.lstrip(b" \t\r\n").startswith(b"{") or utf16_name(head) is not None:
+            raise
+        text = head.decode("utf-8", errors="replace")  # JSON lines with a bad line: checked line by line
+    start = text.lstrip(" \t\r\n\x00")  # a crash can leave a block of NUL bytes before good lines
+    if not start.startswith("{"):
+        _reject_binary(text, p)
     if not start:
         raise InputFileError(p, "holds only blank lines")
     if start[0] == "[":

@@ -65,7 +65,7 @@ PUBLIC_STR_COLUMNS: tuple[str, ...] = (
 # annotated
 
 
-def read_annotated(path: "str | Path", schema: "Schema | str | Path | None" = OPELA) -> Corpus:
+def read_annotated(path: "str | Path", schema: "Schema | str | Path | None" = OPELA, *, check_labels: bool = True) -> Corpus:
     """Reads the OPELA annotated per-sentence table (FORMATS §2), CSV or Parquet.
 
     Required columns: `doc_id`, `sent_id`, `person_type` (`user`/`persona`), `text`,
@@ -77,6 +77,7 @@ def read_annotated(path: "str | Path", schema: "Schema | str | Path | None" = OP
     Args:
         path: the file.
         schema: the heads (default OPELA), a schema YAML path, or "opela".
+        check_labels: False leaves label cells unchecked (bad ones read as not rated).
 
     Returns:
         A `Corpus` (`format="annotated"`, `record_kind="sentence"`): `utterances` are the kept
@@ -94,7 +95,8 @@ def read_annotated(path: "str | Path", schema: "Schema | str | Path | None" = OP
     df = read_table(p, str_columns=TEXT_COLUMNS)
     required = list(ANNOTATED_REQUIRED) + [labeler_column(k, h) for h in schema.head_names for k in (1, 2, 3)]
     require_columns(df.columns, required, p, "the OPELA annotated table")
-    return build_sentence_corpus(df, p, schema, format="annotated", person_types=PERSON_TYPES)
+    return build_sentence_corpus(df, p, schema, format="annotated", person_types=PERSON_TYPES,
+                                 check_labels=check_labels)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -155,6 +157,7 @@ def read_public(path: "str | Path", schema: "Schema | str | Path | None" = OPELA
     total_sent, bad_total = _parse_count(df["total_sent"])
     pause_count, bad_pauses = _parse_count(df["pause_count"])
     found, lists = check_label_lists(df, schema, total_sent)
+    found.add_row_faults(df)
     found.add(doc.str.strip() == "", "empty doc_id", "doc_id")
     found.add(doc.duplicated(keep="first") & (doc.str.strip() != ""), "doc_id repeats an earlier row", "doc_id")
     found.add(bad_total, "total_sent is not a whole number >= 0", "total_sent")
@@ -181,6 +184,7 @@ def read_public(path: "str | Path", schema: "Schema | str | Path | None" = OPELA
         problems=problems,
         n_read=n_read,
         record_kind="conversation",
+        encoding=df.attrs.get("encoding"),
     )
 
 

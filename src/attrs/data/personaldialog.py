@@ -32,7 +32,7 @@ from typing import Any, Iterator
 
 import pandas as pd
 
-from psyattrs.data.io import check_file, iter_text_lines
+from psyattrs.data.io import check_file, iter_checked_lines, lines_encoding
 from psyattrs.data.table import BASE_COLUMNS, Corpus, Problem
 from psyattrs.errors import InputFileError
 from psyattrs.schema import OPELA, Schema, load_schema
@@ -232,14 +232,16 @@ class PersonalDialogReader:
         """
         rows: list[dict[str, Any]] = []
         dialogues: list[dict[str, Any]] = []
-        for number, line in iter_text_lines(self.path):
-            if not line.strip():
+        for number, line, fault in iter_checked_lines(self.path):
+            if fault is None and not line.strip():
                 continue
             if self.limit is not None and self.n_read >= self.limit:
                 break
             self.n_read += 1
             doc_id = f"pd{number}"
             try:
+                if fault is not None:  # undecodable or binary: this line only
+                    raise RecordError(fault, "line")
                 new_rows, dialogue = parse_record(decode_line(line), doc_id)
             except RecordError as exc:
                 if not self.collect_problems:
@@ -342,4 +344,5 @@ def read_personaldialog(
         problems=reader.problems,
         n_read=reader.n_read,
         record_kind="dialogue",
+        encoding=lines_encoding(reader.path),
     )

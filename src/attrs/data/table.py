@@ -173,6 +173,8 @@ class Corpus:
         annotations: the long annotation table (`psyattrs.data.annotations`: sent_id, annotator,
             head, label) for corpora whose annotators are many people rather than fixed labelers
             (LeWiDi, the long layout); then `labeler{k}_{head}` are vote slots. None otherwise.
+        encoding: the text encoding the file was read in (`utf-8`, `utf-8-sig`, `cp949`); None
+            for Parquet or an in-memory corpus.
     """
 
     utterances: pd.DataFrame
@@ -185,6 +187,7 @@ class Corpus:
     n_read: int = 0
     record_kind: str = "sentence"
     annotations: pd.DataFrame | None = None
+    encoding: str | None = None
 
     @property
     def n_kept(self) -> int:

@@ -6,6 +6,9 @@ one `Problem` (doc_id, reason, offending field, data row, sent_id), so that
 
 What sets a record aside:
 
+- any CSV table: a row with fewer fields than the header (cut short) or with a NUL byte
+  (`df.attrs["row_faults"]` of `psyattrs.data.io.read_table`); such a row gets that one reason,
+  not the faults its padded empty cells would add ("empty text", ...);
 - sentence tables (annotated, generic): a label outside the head's classes (or not a number),
   an `is_pause` value other than 0/1, empty text on a non-pause row, a duplicate `sent_id` (the
   first occurrence is kept, later ones are set aside), an empty `doc_id`, and for the annotated
@@ -28,8 +31,8 @@ import numpy as np
 import pandas as pd
 
 from psyattrs.data.io import parse_label_column
+from psyattrs.data.output import atomic_output
 from psyattrs.data.table import Corpus, Problem, final_column, labeler_ids, true_column
-from psyattrs.errors import InputFileError
 from psyattrs.schema import Schema
 
 LINE_CHECK_GROUPS = ("adds up", "pauses not counted", "extra lines", "fewer lines")
@@ -43,9 +46,15 @@ class Findings:
     def __init__(self, n_rows: int):
         self.n_rows = n_rows
         self._batches: list[pd.DataFrame] = []
+        self._exclusive = np.zeros(n_rows, dtype=bool)
 
     def add(
-        self, mask: "np.ndarray | pd.Series", reason: "str | Callable[[np.ndarray], Sequence[str]]", field: str
+        self,
+        mask: "np.ndarray | pd.Series",
+        reason: "str | Callable[[np.ndarray], Sequence[str]]",
+        field: str,
+        *,
+        exclusive: bool = False,
     ) -> None:
         """Records a fault for the rows in `mask`.
 
@@ -54,13 +63,28 @@ class Findings:
             reason: one text for all of them, or a function of the faulty rows' positions that
                 returns one text per row (only called when some row is faulty).
             field: the offending field(s).
+            exclusive: the fault explains the row by itself (a row cut short): its problem names
+                only the exclusive faults, not what other checks find in its cells.
         """
         mask = np.asarray(mask, dtype=bool)
         if not mask.any():
             return
         rows = np.flatnonzero(mask)
         reasons = [reason] * len(rows) if isinstance(reason, str) else list(reason(rows))
-        self._batches.append(pd.DataFrame({"row": rows, "reason": reasons, "field": field}))
+        self._batches.append(pd.DataFrame({"row": rows, "reason": reasons, "field": field, "exclusive": exclusive}))
+        if exclusive:
+            self._exclusive[rows] = True
+
+    def add_row_faults(self, df: pd.DataFrame) -> None:
+        """Adds, as exclusive faults, the rows `read_table` found faulty (`df.attrs["row_faults"]`)."""
+        faults = df.attrs.get("row_faults") or {}
+        by_field: dict[str, list[int]] = {}
+        for row, (_, field) in faults.items():
+            by_field.setdefault(field, []).append(int(row))
+        for field, rows in by_field.items():
+            mask = np.zeros(self.n_rows, dtype=bool)
+            mask[rows] = True
+            self.add(mask, lambda positions: [faults[int(i)][0] for i in positions], field, exclusive=True)
 
     @property
     def bad(self) -> np.ndarray:
@@ -74,6 +98,7 @@ class Findings:
         if not self._batches:
             return []
         found = pd.concat(self._batches, ignore_index=True).sort_values("row", kind="stable")
+        found = found[found["exclusive"] | ~self._exclusive[found["row"].to_numpy()]]
         grouped = found.groupby("row", sort=True).agg(
             reason=("reason", "; ".join), field=("field", lambda f: ", ".join(dict.fromkeys(f)))
         )
@@ -138,7 +163,7 @@ def parse_flag(values: pd.Series) -> tuple[pd.Series, np.ndarray]:
 
 
 def check_utterances(
-    df: pd.DataFrame, schema: Schema, *, person_types: "frozenset[str] | None" = None
+    df: pd.DataFrame, schema: Schema, *, person_types: "frozenset[str] | None" = None, check_labels: bool = True
 ) -> CheckedTable:
     """Checks a per-sentence table (annotated or generic) row by row, vectorised.
 
@@ -147,11 +172,13 @@ def check_utterances(
             `is_pause`, `person_type` and label columns are checked when present.
         schema: the heads whose label columns are checked.
         person_types: allowed `person_type` values, or None to accept any.
+        check_labels: False skips the label columns (neither checked nor parsed).
 
     Returns:
         A `CheckedTable`: rows to set aside with their problems, and the parsed labels and pauses.
     """
     found = Findings(len(df))
+    found.add_row_faults(df)
     doc = df["doc_id"]
     doc_text = doc.astype(str).str.strip().where(doc.notna(), "")
     found.add(doc_text == "", "empty doc_id", "doc_id")
@@ -169,7 +196,7 @@ def check_utterances(
         is_pause = pd.Series(False, index=df.index)
 
     labels: dict[str, pd.Series] = {}
-    for col, head_name in label_columns_of(df.columns, schema).items():
+    for col, head_name in (label_columns_of(df.columns, schema) if check_labels else {}).items():
         head = schema[head_name]
         parsed, bad = parse_label_column(df[col], head)
         labels[col] = parsed
@@ -330,7 +357,7 @@ def summarize(corpus: Corpus) -> dict[str, Any]:
 
     Returns:
         A dict with keys:
-        `source`, `format`, `schema`, `record_kind`;
+        `source`, `format`, `schema`, `encoding` (of a text file; None for Parquet), `record_kind`;
         `records`: {`read`, `kept`, `set_aside`} with read == kept + set_aside;
         `set_aside_by_field`: {field: count};
         `conversations`, `utterances`, `pauses`: counts over the kept data;
@@ -350,6 +377,7 @@ def summarize(corpus: Corpus) -> dict[str, Any]:
         "source": str(corpus.source) if corpus.source is not None else None,
         "format": corpus.format,
         "schema": schema.name,
+        "encoding": corpus.encoding,
         "record_kind": corpus.record_kind,
         "records": {"read": int(corpus.n_read), "kept": int(corpus.n_kept), "set_aside": n_set_aside},
         "set_aside_by_field": dict(Counter(p.field for p in corpus.problems).most_common()),
@@ -453,7 +481,8 @@ def format_summary(summary: dict[str, Any]) -> str:
         summary["record_kind"], summary["record_kind"]
     )
     lines = [
-        f"{summary['source'] or '(in memory)'}: format {summary['format']}, schema {summary['schema']}",
+        f"{summary['source'] or '(in memory)'}: format {summary['format']}, schema {summary['schema']}"
+        + (f", encoding {summary['encoding']}" if summary.get("encoding") else ""),
         f"records ({kind}): read {rec['read']:,} = kept {rec['kept']:,} + set aside {rec['set_aside']:,}",
     ]
     if summary["set_aside_by_field"]:
@@ -533,15 +562,13 @@ def write_report(problems: Iterable[Problem], path: "str | Path") -> int:
         The number of records written.
 
     Raises:
-        InputFileError: the report cannot be written (names the path).
+        OutputFileError: the report cannot be written (names the path and the cause; nothing is
+            left at the path).
     """
-    p = Path(path)
     n = 0
-    try:
-        with p.open("w", encoding="utf-8") as fh:
+    with atomic_output(path) as tmp:  # complete or absent
+        with tmp.open("w", encoding="utf-8") as fh:
             for problem in problems:
                 fh.write(json.dumps(problem.to_dict(), ensure_ascii=False) + "\n")
                 n += 1
-    except OSError as exc:
-        raise InputFileError(p, f"cannot write the report: {exc.strerror or exc}") from None
     return n

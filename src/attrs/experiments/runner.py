@@ -112,7 +112,11 @@ class _Steps:
     @contextlib.contextmanager
     def step(self, text: str, *, spinner: bool = True) -> Iterator[None]:
         """Shows `text` while the block runs (a spinner on a terminal, or nothing where the block
-        has its own progress bar), then `text: seconds`."""
+        has its own progress bar), then `text: seconds`. The step is named to the run's tracking
+        (the note of a run stopped by a signal says which step it stopped)."""
+        from psyattrs.experiments.stopping import mark_step
+
+        mark_step(text)
         if self.quiet:
             yield
             return
@@ -211,6 +215,9 @@ def _read(path: str, config: ExperimentConfig, schema: Schema) -> tuple[pd.DataF
 
     fmt = None if config.data.format == "auto" else config.data.format
     corpus = load_corpus(path, format=fmt, schema=schema)
+    from psyattrs.experiments.tracking import note_input_file
+
+    note_input_file(path, corpus.encoding)  # digest and encoding, logged with the active run (if any)
     if corpus.format == "public":  # the public release: its sentence order reconstructed (cached)
         from psyattrs.align import aligned_corpus
 
@@ -582,7 +589,12 @@ def train_all(config: ExperimentConfig, *, quiet: bool = False) -> list[TrainRes
 
 
 def evaluate(
-    run_id: str, data_path: "str | Path | None" = None, *, tracking_uri: str | None = None, quiet: bool = True
+    run_id: str,
+    data_path: "str | Path | None" = None,
+    *,
+    tracking_uri: str | None = None,
+    quiet: bool = True,
+    allow_changed_data: bool = False,
 ) -> dict[str, float]:
     """Re-scores a trained run with its logged model.
 
@@ -596,6 +608,8 @@ def evaluate(
         data_path: a corpus file, or None for the run's own test split.
         tracking_uri: the store; None = MLFLOW_TRACKING_URI or the default store.
         quiet: silence MLflow's chatter.
+        allow_changed_data: without `data_path`, score the run's data files even when they
+            changed since training (a `ChangedDataWarning` says how) instead of refusing.
 
     Returns:
         metric name -> value, as `metrics.score_split` names them; with `data_path` also
@@ -603,17 +617,21 @@ def evaluate(
         (`training_overlap`: scores on those are no test).
 
     Raises:
-        ValueError: unknown run, a run that did not finish, a cross-validation parent without
-            `data_path` (its model saw the whole corpus), or a run without a model.
+        ValueError: unknown run, a run that did not finish (says how it ended: failed, killed,
+            or never finished), a cross-validation parent without `data_path` (its model saw the
+            whole corpus), a run without a model, or (without `data_path`) data files that
+            changed since the run read them (compared by SHA-256).
     """
+    import warnings
+
     import mlflow
     from mlflow.exceptions import MlflowException
 
-    from psyattrs.experiments.tracking import load_run_config, quiet_mlflow, tracking_store
+    from psyattrs.experiments.tracking import ChangedDataWarning, changed_data, load_run_config, quiet_mlflow, tracking_store
 
     config, extras = load_run_config(run_id, tracking_uri=tracking_uri)
     if extras["status"] != "FINISHED":
-        raise ValueError(f"run {run_id} ended {extras['status']}; only a FINISHED run can be evaluated")
+        raise ValueError(f"run {run_id} {extras['end']}; only a FINISHED run can be evaluated")
     if extras["role"] == "fold":
         raise ValueError(f"run {run_id} is one fold of a cross-validation; evaluate its parent run")
     if extras["role"] == "cv" and data_path is None:
@@ -626,7 +644,17 @@ def evaluate(
             raise ValueError(f"run {run_id} has no loadable model: {exc}") from None
     model = pyfunc.unwrap_python_model().model
     if data_path is None:
+        changes = changed_data(extras)
+        if changes and not allow_changed_data:
+            raise ValueError(f"run {run_id} cannot be re-scored on its data: {'; '.join(changes)}. Its test split "
+                             "would not be the one it was scored on; pass --data, or --allow-changed-data to score it anyway")
         split = _single_split(config, schema)
+        changes = changes or changed_data({**extras, "inputs": {**extras["inputs"], "files": None}}, split.test)
+        if changes:
+            message = f"run {run_id}: {'; '.join(changes)}; the scores are NOT those of the data the run was tested on"
+            if not allow_changed_data:
+                raise ValueError(f"{message}. Pass --allow-changed-data to score it anyway")
+            warnings.warn(message, ChangedDataWarning, stacklevel=2)
         table, prefix = split.test, "test_"
         prior = M.class_prior(split.train, schema)
     else:

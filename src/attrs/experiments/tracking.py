@@ -17,7 +17,13 @@ What a run holds (`start_run` and the `Run` methods):
   `reports/classification_{head}.txt`, `plots/confusion.png`, `plots/calibration.png`,
   `predictions/test.parquet`, `set_aside.jsonl` (records the readers set aside, when any) and the
   pyfunc model `model` (`psyattrs.experiments.pyfunc`);
-- a run that raises ends FAILED with `error.txt` (the traceback).
+- a run that raises ends FAILED with `error.txt` (the traceback);
+- a run stopped by a signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1/2, SIGALRM, SIGXCPU,
+  SIGXFSZ: what schedulers, `timeout` and container stops send) ends KILLED with the note
+  `psyattrs.interrupted` (and the MLflow description) naming the signal and the step it stopped;
+- every run records `psyattrs.pid`, `psyattrs.pid_start` and `psyattrs.host`, so that a run left
+  RUNNING by `kill -9` or a crash is told apart from one still running (`run_end`,
+  `list_runs`, `psyattrs runs`).
 
 With cross-validation, each fold is a nested run with its params, datasets, metrics, reports,
 plots and predictions (no model); the parent holds the fold means (and `*_std`), the pooled
@@ -31,7 +37,10 @@ import json
 import logging
 import math
 import os
+import socket
 import subprocess
+import threading
+import time
 import tempfile
 import traceback
 import warnings
@@ -45,7 +54,9 @@ import pandas as pd
 
 from psyattrs.data.table import final_column
 import psyattrs.experiments.metrics as M
+from psyattrs.errors import Interrupted
 from psyattrs.experiments.config import ExperimentConfig
+from psyattrs.experiments.stopping import current_step, process_start, run_end, shielded, signals_interrupt
 from psyattrs.schema import Schema
 
 ENV_URI = "MLFLOW_TRACKING_URI"
@@ -386,7 +397,9 @@ def _tags(config: ExperimentConfig, role: str) -> dict[str, str]:
     from psyattrs._version import __version__
 
     commit, dirty = git_commit()
-    tags = {"psyattrs.version": __version__, "psyattrs.config": config.name, "psyattrs.role": role}
+    tags = {"psyattrs.version": __version__, "psyattrs.config": config.name, "psyattrs.role": role,
+            "psyattrs.pid": str(os.getpid()), "psyattrs.pid_start": process_start(os.getpid()) or "",
+            "psyattrs.host": socket.gethostname()}
     if commit:
         tags["mlflow.source.git.commit"] = commit
         tags["psyattrs.git_dirty"] = str(dirty).lower()
@@ -435,16 +448,183 @@ def start_run(
             active = mlflow.start_run(experiment_id=parent.info.experiment_id, run_name=run_name or config.run_name,
                                       nested=True, tags=_tags(config, role))
         run = Run(run_id=active.info.run_id, artifact_uri=active.info.artifact_uri, tracking_uri=uri)
+        if not nested:
+            stack.enter_context(signals_interrupt())
+        started = time.monotonic()
         try:
             mlflow.log_params(config.flatten())
             mlflow.log_text(config.to_yaml(), "config.yaml")
             yield run
         except BaseException as exc:
-            _record_failure(exc)
-            mlflow.end_run(status="KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED")
+            killed = isinstance(exc, KeyboardInterrupt)
+            with shielded():  # a second signal must not cut the bookkeeping short
+                if killed:
+                    _record_interruption(exc, time.monotonic() - started)
+                _record_failure(exc)
+                mlflow.end_run(status="KILLED" if killed else "FAILED")
             raise
         else:
             mlflow.end_run(status="FINISHED")
+
+
+# ------------------------------------------------------------------------ signals and run ends
+
+
+def _record_interruption(exc: BaseException, seconds: float) -> None:
+    import mlflow
+
+    what = f"signal {exc.signal_name}" if isinstance(exc, Interrupted) else "SIGINT (Ctrl-C)"
+    step = current_step()
+    note = (f"interrupted by {what}" + (f" during step {step!r}" if step else "")
+            + f" after {seconds:.1f}s; the run did not finish and its outputs are incomplete")
+    try:
+        mlflow.set_tags({"psyattrs.interrupted": note, "mlflow.note.content": note})
+    except Exception as logging_error:  # noqa: BLE001 - the interruption must still propagate
+        warnings.warn(f"could not record the interruption in MLflow: {logging_error}", stacklevel=3)
+
+
+def list_runs(*, tracking_uri: str | None = None, experiment: str | None = None) -> pd.DataFrame:
+    """The runs of a store, newest first.
+
+    Returns:
+        One row per run: `run_id`, `experiment`, `name`, `role`, `status` (MLflow's), `end`
+        (`run_end`'s words), `start` (UTC, ISO), `seconds` (None while running),
+        `test_macro_f1_mean` (NaN when not logged).
+
+    Raises:
+        ValueError: `experiment` is not in the store.
+    """
+    import mlflow
+
+    with tracking_store(tracking_uri) as uri, quiet_mlflow():
+        client = mlflow.MlflowClient(tracking_uri=uri)
+        experiments = client.search_experiments()
+        if experiment is not None:
+            experiments = [e for e in experiments if e.name == experiment]
+            if not experiments:
+                raise ValueError(f"no experiment {experiment!r} in {uri}")
+        names = {e.experiment_id: e.name for e in experiments}
+        runs = client.search_runs(list(names), order_by=["attributes.start_time DESC"], max_results=50_000) if names else []
+    rows = []
+    for run in runs:
+        info, tags = run.info, run.data.tags
+        start = pd.Timestamp(info.start_time, unit="ms", tz="UTC") if info.start_time else None
+        rows.append({
+            "run_id": info.run_id, "experiment": names.get(info.experiment_id, ""), "name": info.run_name or "",
+            "role": tags.get("psyattrs.role", ""), "status": info.status, "end": run_end(info.status, tags),
+            "start": start.isoformat(timespec="seconds") if start is not None else "",
+            "seconds": (info.end_time - info.start_time) / 1000 if info.end_time and info.start_time else None,
+            "test_macro_f1_mean": run.data.metrics.get("test_macro_f1_mean", float("nan")),
+        })  # fmt: skip
+    columns = ["run_id", "experiment", "name", "role", "status", "end", "start", "seconds", "test_macro_f1_mean"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def close_abandoned(*, tracking_uri: str | None = None, experiment: str | None = None) -> list[tuple[str, str]]:
+    """Ends KILLED, with a note, every run that never finished (RUNNING, its process gone on this
+    machine). Returns (run_id, note) for each."""
+    import mlflow
+
+    closed = []
+    runs = list_runs(tracking_uri=tracking_uri, experiment=experiment)
+    abandoned = runs[(runs["status"] == "RUNNING") & runs["end"].str.startswith("never finished")]
+    with tracking_store(tracking_uri) as uri, quiet_mlflow():
+        client = mlflow.MlflowClient(tracking_uri=uri)
+        for r in abandoned.itertuples():
+            note = f"closed by psyattrs runs --close-abandoned: {r.end}"
+            client.set_tag(r.run_id, "psyattrs.interrupted", note)
+            client.set_tag(r.run_id, "mlflow.note.content", note)
+            client.set_terminated(r.run_id, status="KILLED")
+            closed.append((r.run_id, note))
+    return closed
+
+
+# ------------------------------------------------------------------------ the data a run read
+
+DATA_FILES_ARTIFACT = "data_files.json"
+_inputs = threading.local()
+
+
+class ChangedDataWarning(UserWarning):
+    """`evaluate` was told to score data that differs from what the run was trained on."""
+
+
+def file_sha256(path: "str | Path") -> str:
+    """The SHA-256 of a file's bytes (read in 1 MiB blocks)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def note_input_file(path: "str | Path", encoding: str | None) -> None:
+    """Records, in the active run (if any), a data file it read: its path, size, SHA-256 and text
+    encoding (artifact `data_files.json`, tag `psyattrs.encoding`); `evaluate` checks them."""
+    import mlflow
+
+    active = mlflow.active_run()
+    if active is None:
+        return
+    p = Path(path).resolve()
+    files = getattr(_inputs, "files", {})
+    if getattr(_inputs, "files_run", None) != active.info.run_id:
+        files = {}
+    files[str(p)] = {"path": str(p), "size": p.stat().st_size, "sha256": file_sha256(p), "encoding": encoding}
+    _inputs.files, _inputs.files_run = files, active.info.run_id
+    mlflow.log_dict({"files": list(files.values())}, DATA_FILES_ARTIFACT)
+    encodings = sorted({f"{Path(f['path']).name}={f['encoding'] or 'parquet'}" for f in files.values()})
+    mlflow.set_tag("psyattrs.encoding", encodings[0].split("=", 1)[1] if len(encodings) == 1 else "; ".join(encodings))
+
+
+def _dataset_inputs(run) -> dict[str, Any]:
+    """What a run logged about its data: `files` (from `data_files.json`, None when absent) and
+    `digests` ({context: MLflow dataset digest})."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    try:
+        files = mlflow.artifacts.load_dict(f"{run.info.artifact_uri}/{DATA_FILES_ARTIFACT}")["files"]
+    except (MlflowException, OSError, KeyError, TypeError):
+        files = None
+    digests = {}
+    for item in getattr(run.inputs, "dataset_inputs", None) or []:
+        context = next((t.value for t in item.tags if t.key == "mlflow.data.context"), None)
+        if context:
+            digests[context] = item.dataset.digest
+    return {"files": files, "digests": digests}
+
+
+def changed_data(extras: Mapping[str, Any], test: pd.DataFrame | None = None) -> list[str]:
+    """How the data a run was trained on differs from what is on disk now (empty when it does not).
+
+    Compares each recorded file's SHA-256 with the file's bytes now; for a run without recorded
+    files (older runs, synthetic data), compares the digest of the rebuilt `test` split with the
+    logged test dataset digest.
+    """
+    files = extras.get("inputs", {}).get("files")
+    changes = []
+    if files:
+        for f in files:
+            p = Path(f["path"])
+            if not p.is_file():
+                changes.append(f"{p} no longer exists")
+            elif p.stat().st_size != f["size"] or file_sha256(p) != f["sha256"]:
+                changes.append(f"{p} has changed since the run read it (sha256 {f['sha256'][:12]} then, "
+                               f"{file_sha256(p)[:12]} now)")
+        return changes
+    logged = extras.get("inputs", {}).get("digests", {}).get("test")
+    if logged and test is not None:
+        import mlflow
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            now = mlflow.data.from_pandas(test).digest
+        if now != logged:
+            changes.append(f"the rebuilt test split differs from the one the run logged (digest {logged} then, {now} now)")
+    return changes
 
 
 def _record_failure(exc: BaseException) -> None:
@@ -464,8 +644,9 @@ def load_run_config(run_id: str, *, tracking_uri: str | None = None) -> tuple[Ex
     Returns:
         (config, extras) where extras holds `floor_prior` (head -> list of probabilities, or None),
         `training_conversations` (`train`/`valid` -> conversation digests the model was fitted
-        or tuned on, see `CONVERSATIONS_ARTIFACT`; None for older runs), `status`, `role` and
-        `model_uri` (`runs:/<id>/model`).
+        or tuned on, see `CONVERSATIONS_ARTIFACT`; None for older runs), `status`, `role`,
+        `model_uri` (`runs:/<id>/model`), `tracking_uri`, `end` (`run_end`) and `inputs` (`files`
+        recorded by `note_input_file` or None, `digests` by dataset context).
 
     Raises:
         ValueError: no such run in the store, or the run has no `config.yaml`.
@@ -490,9 +671,12 @@ def load_run_config(run_id: str, *, tracking_uri: str | None = None) -> tuple[Ex
             seen = mlflow.artifacts.load_dict(f"{run.info.artifact_uri}/{CONVERSATIONS_ARTIFACT}")
         except (MlflowException, OSError):  # a run from before the artifact existed
             seen = None
+        inputs = _dataset_inputs(run)
     import yaml
 
     config = ExperimentConfig.from_dict(yaml.safe_load(text), source=f"run {run_id} config.yaml")
-    extras = {"floor_prior": prior, "training_conversations": seen, "status": run.info.status, "role": run.data.tags.get("psyattrs.role", "single"),
-              "model_uri": f"runs:/{run_id}/model", "tracking_uri": uri}
+    extras = {"floor_prior": prior, "training_conversations": seen, "status": run.info.status,
+              "role": run.data.tags.get("psyattrs.role", "single"),
+              "model_uri": f"runs:/{run_id}/model", "tracking_uri": uri,
+              "end": run_end(run.info.status, run.data.tags), "inputs": inputs}
     return config, extras

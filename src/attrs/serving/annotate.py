@@ -47,7 +47,8 @@ from typing import Any
 
 import pandas as pd
 
-from psyattrs.errors import InputFileError
+from psyattrs.data.output import atomic_output, describe_os_error, is_temp_name
+from psyattrs.errors import InputFileError, OutputFileError
 
 MANIFEST = "_manifest.json"
 REJECTS = "_rejects.jsonl"
@@ -120,16 +121,21 @@ def _fingerprint(path: Path) -> dict[str, Any]:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    with atomic_output(path) as tmp:
+        with tmp.open("w", encoding="utf-8") as fh:
+            fh.write(text)
+
+
+def _is_temp(name: str) -> bool:
+    """A temporary file of an unfinished write (`psyattrs.data.output`, or the older `NAME.tmp`)."""
+    return is_temp_name(name) or name.endswith(".tmp")
 
 
 def _ours(name: str) -> bool:
-    return name in (MANIFEST, REJECTS, MANIFEST + ".tmp") or (name.startswith("part-") and ".parquet" in name)
+    if _is_temp(name):
+        base = name[1:].rsplit(".", 2)[0] if is_temp_name(name) else name[: -len(".tmp")]
+        return _ours(base)
+    return name in (MANIFEST, REJECTS) or (name.startswith("part-") and ".parquet" in name)
 
 
 def read_manifest(out: "str | Path") -> dict[str, Any] | None:
@@ -174,7 +180,7 @@ def _reset_folder(out: Path) -> None:
     checked that it holds no others)."""
     out.mkdir(parents=True, exist_ok=True)
     for p in out.iterdir():
-        if _ours(p.name) or p.name.endswith(".tmp"):
+        if _ours(p.name) or _is_temp(p.name):
             p.unlink()
 
 
@@ -205,7 +211,7 @@ def _clean_unfinished(out: Path, chunks: int, rejects: Path, rejects_bytes: int)
     """Removes what an interrupted chunk left: parts past the manifest, temporary files, and
     reject lines past the recorded size."""
     for p in out.iterdir():
-        if p.name.endswith(".tmp"):
+        if _is_temp(p.name):
             p.unlink()
         elif p.name.startswith("part-") and p.name.endswith(".parquet"):
             try:
@@ -247,20 +253,22 @@ def _write_part(frame: pd.DataFrame, path: Path, arrow) -> None:
     import pyarrow.parquet as pq
 
     table = pa.Table.from_pandas(frame, schema=arrow, preserve_index=False)
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp)
-    with tmp.open("rb") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    with atomic_output(path) as tmp:
+        pq.write_table(table, tmp)
 
 
 def _append_rejects(path: Path, rejects: list[dict[str, Any]]) -> int:
-    with path.open("ab") as fh:
-        if rejects:
-            fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rejects).encode("utf-8"))
-            fh.flush()
-            os.fsync(fh.fileno())
-        return fh.tell()
+    """Appends reject lines; the manifest records the size after them only once they are on disk,
+    so lines of a failed append are cut off on resume."""
+    try:
+        with path.open("ab") as fh:
+            if rejects:
+                fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rejects).encode("utf-8"))
+                fh.flush()
+                os.fsync(fh.fileno())
+            return fh.tell()
+    except OSError as exc:
+        raise OutputFileError(path, describe_os_error(exc)) from None
 
 
 def read_annotations(out: "str | Path") -> pd.DataFrame:
@@ -354,9 +362,12 @@ def annotate(
     if manifest is None:
         if rejects_path.parent != out and rejects_path.exists() and rejects_path.stat().st_size and not restart:
             raise ValueError(f"the rejects file {rejects_path} exists and is not empty; choose another or pass --restart")
-        _reset_folder(out)  # only now: a model that fails to load leaves an earlier run untouched
-        rejects_path.parent.mkdir(parents=True, exist_ok=True)
-        rejects_path.write_bytes(b"")
+        try:
+            _reset_folder(out)  # only now: a model that fails to load leaves an earlier run untouched
+            rejects_path.parent.mkdir(parents=True, exist_ok=True)
+            rejects_path.write_bytes(b"")
+        except OSError as exc:
+            raise OutputFileError(exc.filename or out, describe_os_error(exc)) from None
         manifest = {
             "format_version": MANIFEST_VERSION, "input": fingerprint, "source": source.kind,
             "model": model_name, "model_given": given or predictor.source, "chunk_size": source.chunk_size,
@@ -367,7 +378,10 @@ def annotate(
         }  # fmt: skip
         _write_atomic(out / MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=1))
     else:
-        _clean_unfinished(out, manifest["chunks"], rejects_path, manifest["rejects_bytes"])
+        try:
+            _clean_unfinished(out, manifest["chunks"], rejects_path, manifest["rejects_bytes"])
+        except OSError as exc:
+            raise OutputFileError(exc.filename or out, describe_os_error(exc)) from None
         if source.kind == "table":
             _remember_finished(source, out, manifest["chunks"], rejects_path)
     result.n_chunks_resumed = manifest["chunks"]

@@ -139,7 +139,7 @@ def register(
     import mlflow
     from mlflow.exceptions import MlflowException
 
-    from psyattrs.experiments.tracking import quiet_mlflow, tracking_store
+    from psyattrs.experiments.tracking import quiet_mlflow, run_end, tracking_store
 
     run_id, source = model_source(run)
     name = _check_name(name)
@@ -147,11 +147,13 @@ def register(
     with tracking_store(tracking_uri) as uri, quiet_mlflow():
         client = mlflow.MlflowClient(tracking_uri=uri, registry_uri=uri)
         try:
-            info = client.get_run(run_id).info
+            found = client.get_run(run_id)
         except MlflowException:
             raise ValueError(f"no run {run_id!r} in the tracking store {uri}") from None
+        info = found.info
         if info.status != "FINISHED":
-            raise ValueError(f"run {run_id} ended {info.status}; only a FINISHED run's model can be registered")
+            raise ValueError(f"run {run_id} {run_end(info.status, found.data.tags)}; "
+                             "only a FINISHED run's model can be registered")
         if owner is not None:
             _check_owner(client, name, aliases, owner, uri)
         try:

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from psyattrs.data.output import atomic_output
 from psyattrs.synth import dialogue as sim
 from psyattrs.synth import lexicon as lex
 from psyattrs.synth import people
@@ -450,6 +451,6 @@ def write_annotated(df: pd.DataFrame, path: "str | Path") -> Path:
             # plain int64 writes several times faster; empty cells stay empty through Int64
             out[c] = col.to_numpy(dtype=np.int64) if not col.isna().any() else col
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    out.to_csv(path, index=False, encoding="utf-8", lineterminator="\n")
+    with atomic_output(path, make_parents=True) as tmp:  # complete or absent
+        out.to_csv(tmp, index=False, encoding="utf-8", lineterminator="\n")
     return path

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from psyattrs.data.output import atomic_output
 from psyattrs.synth.people import PersonaSpec, persona_spec
 from psyattrs.data.table import final_column
 from psyattrs.schema import OPELA
@@ -174,13 +175,12 @@ def write_public(
         }
     )
     out = pd.DataFrame(rows, columns=list(PUBLIC_COLUMNS))
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    out.to_csv(path, index=False, encoding="utf-8", lineterminator="\n")
+    with atomic_output(path, make_parents=True) as tmp:  # complete or absent
+        out.to_csv(tmp, index=False, encoding="utf-8", lineterminator="\n")
     truth = PublicTruth(order=order_frame, conversations=pd.DataFrame(conv_rows))
     if truth_path is not None:
-        Path(truth_path).parent.mkdir(parents=True, exist_ok=True)
-        truth.order.to_csv(truth_path, index=False, encoding="utf-8", lineterminator="\n")
+        with atomic_output(truth_path, make_parents=True) as tmp:
+            truth.order.to_csv(tmp, index=False, encoding="utf-8", lineterminator="\n")
     return truth
 
 
