@@ -145,6 +145,57 @@ def test_inputs_takes_a_dialogue_as_predict_does(server, tiny_model):
     assert {p["doc_id"] for p in answer["predictions"]} == {"d1"}
 
 
+@pytest.mark.slow
+def test_a_request_larger_than_a_chunk_answers_as_predict(server, tiny_model):
+    n = 5_000  # three chunks of whole conversations (chunk_rows 2000); then the same rows interleaved
+    texts = [ROWS[i % len(ROWS)]["text"] + f" {i}" for i in range(n)]
+    for doc_ids in ([f"c{i // 7}" for i in range(n)], [f"c{i % 50}" for i in range(n)]):
+        status, answer = server.invoke({"inputs": {"doc_id": doc_ids, "text": texts}}, timeout=300)
+        assert status == 200, answer
+        _check_same(answer, _expected(tiny_model, pd.DataFrame({"doc_id": doc_ids, "text": texts})))
+    status, answer = server.invoke({"inputs": []})
+    assert status == 200 and answer == {"predictions": []}
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.slow
+def test_large_answers_are_streamed_and_memory_returns_after_the_load(server):
+    texts = [f"{ROWS[i % len(ROWS)]['text']} {i}" for i in range(20_000)]  # distinct: no cache flatters it
+    body = json.dumps({"inputs": {"doc_id": [f"c{i // 20}" for i in range(len(texts))], "text": texts}},
+                      ensure_ascii=False).encode("utf-8")
+    assert len(body) < 1024 * 1024
+    server.invoke({"inputs": SENTENCES})
+    idle = _rss_mb(server.process.pid)
+    for _ in range(4):
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=300)
+        try:
+            connection.request("POST", "/invocations", body=body, headers={"Content-Type": "application/json"})
+            response = connection.getresponse()
+            assert response.status == 200
+            assert response.getheader("Transfer-Encoding") == "chunked" and response.getheader("Content-Length") is None
+            assert len(json.loads(response.read())["predictions"]) == len(texts)
+        finally:
+            connection.close()
+    time.sleep(1.0)
+    grown = _rss_mb(server.process.pid) - idle
+    assert grown < 150, f"the server holds {grown:.0f} MiB more after the load than before it"
+
+
+def test_chunks_never_split_a_conversation():
+    from psyattrs.serving.app import conversation_chunks
+
+    assert conversation_chunks(["a", "a", "b", "b", "b", "c"], 2) == [(0, 2), (2, 5), (5, 6)]
+    assert conversation_chunks(["a", "a", "b"], 5) == [(0, 3)]
+    assert conversation_chunks(["a", "b", "a"], 1) == [(0, 3)]  # interleaved: one piece
+    assert conversation_chunks([], 3) == []
+
+
 BAD_REQUESTS = {
     "not json": (b"{not json", "not valid JSON"),
     "not UTF-8": ('{"inputs": ["caf\xe9"]}'.encode("latin-1"), "not UTF-8"),

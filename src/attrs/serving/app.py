@@ -14,11 +14,16 @@ Refusals are `{"error_code": ..., "message": ...}` with a one-line UTF-8 message
 when a request waited more than `queue_timeout` seconds for its turn, 500 (logged with its
 traceback) for a fault of the server itself.
 
-Memory stays bounded under load: at most `in_flight` requests are read, parsed and predicted at a
-time (the others wait, unread, in the socket), a body is read up to `max_body` bytes only, the
-answer is written by pandas' JSON writer (no Python object per cell), the tokeniser cache is
-emptied when it passes `TOKEN_CACHE_LIMIT` sentences, glibc keeps at most two malloc arenas, and
-memory freed after a large request is handed back to the system (`malloc_trim`).
+Memory stays bounded under load: at most `in_flight` requests are read and held at a time (the
+others wait, unread, in their sockets), a body is read up to `max_body` bytes only, the model
+predicts `chunk_rows` rows (whole conversations) at a time, `model_threads` chunks at once, the
+requests taking turns chunk by chunk (so a small request is not stuck behind a large one), and
+each chunk's answer is written
+by pandas' JSON writer and streamed out before the next is predicted (no whole answer in memory,
+no Python object per cell); the tokeniser cache is emptied when it passes `TOKEN_CACHE_LIMIT`
+sentences, glibc keeps at most two malloc arenas, and memory freed after a large request is
+handed back to the system (`malloc_trim`). An error found after the answer started (a fault of
+the server, logged with its traceback) cuts the answer short; every input check runs before.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import asyncio
 import ctypes
 import ctypes.util
 import logging
+import os
 import threading
 from typing import Any, Callable
 
@@ -97,6 +103,30 @@ async def _in_thread(function: Callable[..., Any], *args: Any) -> Any:
     return await future
 
 
+def conversation_chunks(doc_ids: Any, chunk_rows: int) -> list[tuple[int, int]]:
+    """Row ranges [start, stop) of about `chunk_rows` rows that never split a conversation.
+
+    A conversation whose rows are not contiguous (rows of two `doc_id`s interleaved) cannot be
+    cut out of the table in order: then the whole table is one range.
+    """
+    import pandas as pd
+
+    ids = pd.Series(doc_ids).astype(str).to_numpy()
+    n = len(ids)
+    if n <= chunk_rows:
+        return [(0, n)] if n else []
+    starts = [0] + [i for i in range(1, n) if ids[i] != ids[i - 1]]
+    if len(starts) != len(set(ids[starts])):
+        return [(0, n)]
+    ranges, begin = [], 0
+    for start in starts[1:]:
+        if start - begin >= chunk_rows:
+            ranges.append((begin, start))
+            begin = start
+    ranges.append((begin, n))
+    return ranges
+
+
 class ScoringApp:
     """The scoring app for one loaded model (see the module docstring).
 
@@ -104,20 +134,26 @@ class ScoringApp:
         model: a fitted multi-head model (as `psyattrs.Predictor` loads it).
         schema: its heads.
         max_body: the largest body accepted, in bytes (default 20 MiB).
-        in_flight: requests handled at once; more wait their turn.
+        in_flight: requests whose bodies are read and held at once; more wait their turn, unread.
         queue_timeout: seconds a request may wait for its turn before a 503.
+        chunk_rows: rows predicted at a time (whole conversations): a large request is predicted
+            and answered chunk by chunk, taking turns with the other requests.
+        model_threads: chunks predicted at once (default: the CPU count, at most 2).
         version: what GET /version answers.
 
     Attributes:
         app: the ASGI application.
     """
 
-    def __init__(self, model: Any, schema: Any, *, max_body: int = DEFAULT_MAX_BODY, in_flight: int = 1,
-                 queue_timeout: float = 60.0, version: str = ""):
+    def __init__(self, model: Any, schema: Any, *, max_body: int = DEFAULT_MAX_BODY, in_flight: int = 4,
+                 queue_timeout: float = 60.0, chunk_rows: int = 2000, model_threads: int | None = None,
+                 version: str = ""):
         from starlette.applications import Starlette
         from starlette.routing import Route
 
-        for name, value in (("max_body", max_body), ("in_flight", in_flight)):
+        model_threads = model_threads if model_threads is not None else max(1, min(2, os.cpu_count() or 1))
+        for name, value in (("max_body", max_body), ("in_flight", in_flight), ("chunk_rows", chunk_rows),
+                            ("model_threads", model_threads)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if not queue_timeout > 0:
@@ -126,8 +162,10 @@ class ScoringApp:
         self.schema = schema
         self.max_body = max_body
         self.queue_timeout = float(queue_timeout)
+        self.chunk_rows = chunk_rows
         self.version = version
         self._slots = asyncio.Semaphore(in_flight)
+        self._model_turns = asyncio.Semaphore(model_threads)
         limit_malloc_arenas()
         self.app = Starlette(routes=[
             Route("/ping", self.ping, methods=["GET"]),
@@ -135,6 +173,13 @@ class ScoringApp:
             Route("/version", self.get_version, methods=["GET"]),
             Route("/invocations", self.invocations, methods=["POST"]),
         ])
+
+    def warm_up(self) -> None:
+        """Predicts one sentence, so that what the model loads on first use (the Korean morpheme
+        analyser: about 0.5 GB) is loaded before the server reports ready, not in a request."""
+        import pandas as pd
+
+        predict_table(self.model, self.schema, pd.DataFrame({"text": ["안녕하세요"]}))
 
     async def ping(self, request: Any):
         from starlette.responses import Response
@@ -171,7 +216,7 @@ class ScoringApp:
         return b"".join(chunks)
 
     async def invocations(self, request: Any):
-        from starlette.responses import Response
+        from starlette.responses import StreamingResponse
 
         media = request.headers.get("content-type", "application/json")
         mime, _, parameters = media.partition(";")
@@ -186,46 +231,72 @@ class ScoringApp:
             await asyncio.wait_for(self._slots.acquire(), timeout=self.queue_timeout)
         except (asyncio.TimeoutError, TimeoutError):
             return _error(503, f"the server is busy: the request waited {self.queue_timeout:g} s for its turn; retry")
+        streaming = False
         try:
             body = await self._body(request)
             if not isinstance(body, bytes):
                 return body
-            status, answer = await _in_thread(self.answer, body)
+            size = len(body)
+            status, prepared = await _in_thread(self.prepare, body)
+            del body
+            if status != 200:
+                return _error(status, prepared)
+            streaming = True
+            return StreamingResponse(self._answer(prepared, size), media_type="application/json")
         finally:
-            self._slots.release()
-        if status != 200:
-            return _error(status, answer)
-        return Response(answer, media_type="application/json")
+            if not streaming:
+                self._slots.release()
 
-    def answer(self, body: bytes) -> tuple[int, "bytes | str"]:
-        """(200, the JSON answer) or (4xx/500, a message) for a request body."""
-        from psyattrs.features.text import clear_tokenizer_cache, tokenizer_cache_info
+    def prepare(self, body: bytes) -> tuple[int, Any]:
+        """(200, the checked table of sentences) or (4xx, a message) for a request body."""
+        from psyattrs.data.prediction_input import check_prediction_table
         from psyattrs.serving.predict import inputs_to_table
 
         try:
             form, data = request_inputs(body)
             if form == "table":
-                frame = data
-            else:
-                try:
-                    frame = inputs_to_table(data)
-                except (ValueError, TypeError) as exc:
-                    raise RequestError(400, f"inputs: {exc}") from None
-            del data
-            out = predict_table(self.model, self.schema, frame, require_text=True)
-            del frame
-            text = out.to_json(orient="records", force_ascii=False, double_precision=15)
-            del out
-            return 200, b'{"predictions": ' + text.encode("utf-8") + b"}"
+                return 200, check_prediction_table(data, require_text=True)
+            try:
+                return 200, check_prediction_table(inputs_to_table(data), require_text=True)
+            except (ValueError, TypeError) as exc:
+                raise RequestError(400, f"inputs: {exc}") from None
         except RequestError as exc:
             return exc.status, exc.message
         except (ValueError, TypeError) as exc:
             return 400, str(exc)
         except Exception as exc:  # a fault of ours: logged with its traceback, reported without it
-            logger.exception("prediction failed")
+            logger.exception("reading the request failed")
             return 500, f"internal error ({type(exc).__name__}); see the server log"
+
+    def predict_json(self, table: Any) -> bytes:
+        """The prediction records of a checked table as JSON objects joined by commas (no brackets)."""
+        from psyattrs.features.text import clear_tokenizer_cache, tokenizer_cache_info
+
+        try:
+            out = predict_table(self.model, self.schema, table, require_text=True)
+            text = out.to_json(orient="records", force_ascii=False, double_precision=15)
+            return text[1:-1].encode("utf-8")
         finally:
             if tokenizer_cache_info()["size"] > TOKEN_CACHE_LIMIT:
                 clear_tokenizer_cache()
-            if len(body) > TRIM_AFTER:
+
+    async def _answer(self, table: Any, size: int):
+        """The answer's bytes, a chunk of conversations at a time; the request's slot is released
+        at the end (or when the client goes away)."""
+        try:
+            ranges = conversation_chunks(table["doc_id"], self.chunk_rows)
+            yield b'{"predictions": ['
+            for k, (start, stop) in enumerate(ranges):
+                async with self._model_turns:
+                    part = await _in_thread(self.predict_json, table.iloc[start:stop])
+                yield (b"," if k and part else b"") + part
+                del part
+            yield b"]}"
+        except Exception:  # a fault of ours: the answer stops short; the log has the traceback
+            logger.exception("prediction failed")
+            raise
+        finally:
+            del table
+            self._slots.release()
+            if size > TRIM_AFTER:
                 release_memory()

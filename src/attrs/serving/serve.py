@@ -321,8 +321,10 @@ def scoring_app(model: Any, *, tracking_uri: str | None = None, timeout: float =
     from psyattrs.serving.predict import Predictor
 
     predictor = model if isinstance(model, Predictor) else Predictor(model, tracking_uri=tracking_uri)
-    return ScoringApp(predictor.model, predictor.schema, max_body=int(max_body_mb * 1024 * 1024),
-                      queue_timeout=float(timeout), version=_version())
+    app = ScoringApp(predictor.model, predictor.schema, max_body=int(max_body_mb * 1024 * 1024),
+                     queue_timeout=float(timeout), version=_version())
+    app.warm_up()
+    return app
 
 
 def _version() -> str:
@@ -374,14 +376,16 @@ def serve(
     model = check_model_uri(model, tracking_uri=tracking_uri)
     sock = bind_port(port)
     try:
-        app = scoring_app(model, tracking_uri=tracking_uri, timeout=timeout, max_body_mb=max_body_mb)
-        if workers > 1:  # each worker loads its own copy; this one only proved that it loads
-            del app
+        if workers > 1:  # each worker loads its own copy; this process only proves that it loads
+            from psyattrs.serving.predict import Predictor
+
+            Predictor(model, tracking_uri=tracking_uri)
             os.environ[ENV_URI] = resolve_tracking_uri(tracking_uri)
             os.environ[ENV_MODEL] = model
             os.environ[ENV_SETTINGS] = json.dumps({"timeout": timeout, "max_body_mb": max_body_mb})
             config = _uvicorn_config(f"{__name__}:worker_app", port=port, workers=workers)
         else:
+            app = scoring_app(model, tracking_uri=tracking_uri, timeout=timeout, max_body_mb=max_body_mb)
             config = _uvicorn_config(app.app, port=port, workers=1)
         if announce is not None:
             announce(f"http://{HOST}:{port}/invocations")
