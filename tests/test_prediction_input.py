@@ -20,7 +20,7 @@ def predictor(tiny_model):
 
 BAD_TABLES = {
     "is_pause yes": ({"doc_id": ["c1", "c1"], "text": ["안녕", "응"], "is_pause": [False, "yes"]},
-                     ValueError, r"column 'is_pause': row 1 holds 'yes' \(a str\); allowed: true/false or 0/1"),
+                     ValueError, r"column 'is_pause': row 1 holds 'yes' \(a string\); allowed: true/false or 0/1"),
     "is_pause 2": ({"doc_id": ["c1", "c1"], "text": ["안녕", "응"], "is_pause": [0, 2]},
                    ValueError, r"column 'is_pause': row 1 holds 2 \(an integer\)"),
     "repeated position": ({"doc_id": ["c1", "c1", "c2"], "text": ["안녕", "응", "뭐"], "position": [0, 0, 0]},

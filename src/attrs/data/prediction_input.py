@@ -52,6 +52,8 @@ def _kind(value: Any) -> str:
         return "a list"
     if isinstance(value, dict):
         return "an object"
+    if isinstance(value, str):
+        return "a string"
     return f"a {type(value).__name__}"
 
 
