@@ -177,7 +177,7 @@ def test_served_columns_are_the_prediction_columns(tiny_model, predictor):
         ([{"speaker": "user"}], ValueError, "needs 'text'"),
         ([{"text": "좋아요", "is_pause": "maybe"}], ValueError, "is_pause"),
         ([["좋아요"], []], ValueError, "dialogue 1: empty dialogue"),
-        (pd.DataFrame({"text": ["좋아요"]}), ValueError, r"lacks column\(s\) \['doc_id'\]"),
+        (pd.DataFrame({"doc_id": ["c1"], "sentence": ["좋아요"]}), ValueError, r"lacks column 'text'"),
         ([{"dialog": ["好", ""]}], ValueError, r"record 0 \(dialog\): empty text"),
         (42, TypeError, "inputs must be a string"),
         ({"text": "좋아요"}, TypeError, "inputs must be"),

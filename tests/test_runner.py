@@ -160,7 +160,7 @@ def test_pyfunc_predict_table_checks_its_input_and_keeps_the_row_order(trained):
     from psyattrs.experiments.pyfunc import output_columns, predict_table
 
     result, _ = trained
-    with pytest.raises(ValueError, match=r"lacks column\(s\) \['text'\]; required: \['doc_id', 'text'\]"):
+    with pytest.raises(ValueError, match=r"lacks column 'text' \(the sentences\); 'doc_id' .* optional"):
         predict_table(result.model, OPELA, pd.DataFrame({"doc_id": ["a"]}))
     frame = pd.DataFrame({"doc_id": ["b", "a", "b"], "text": ["하나", "둘이요", "셋 ㅋㅋ"], "is_pause": [0, 0, 1]})
     out = predict_table(result.model, OPELA, frame)

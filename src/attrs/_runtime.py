@@ -1,7 +1,8 @@
 """Process-wide defaults that must be in place before LightGBM, scikit-learn or OpenMP load.
 
 Imported first by `psyattrs/__init__.py`, so every entry point (the CLI, `import psyattrs` in a
-script or notebook, a served MLflow model, which unpickles `psyattrs.serving.pyfunc`) gets them.
+script or notebook, a served MLflow model, which unpickles `psyattrs.experiments.pyfunc`, or
+`psyattrs.serving.pyfunc` for models logged before it moved) gets them.
 A value the user set in the environment is never changed.
 
 - `OMP_WAIT_POLICY=PASSIVE`: OpenMP worker threads sleep instead of spinning while they wait. On a

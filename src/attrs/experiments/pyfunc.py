@@ -7,9 +7,13 @@ what serving loads with `mlflow.pyfunc.load_model("runs:/<run id>/model")` or, o
 `load_context`, and `predict` only predicts.
 
 Input: a DataFrame in the utterance-table shape, one row per sentence, chronological within each
-`doc_id`: `doc_id` and `text` are required; `sent_id`, `position`, `person_type`, `person_name`,
-`person_id`, `persona`, `turn`, `time` and `is_pause` are optional and filled as
-`psyattrs.data.table.normalize_table` does (so context features see the same table as in training).
+`doc_id`: only `text` is required; without `doc_id` every row is an independent sentence (doc ids
+`s1`, `s2`, ..., as `psyattrs.predict` gives a list of strings); `sent_id`, `position`,
+`person_type`, `person_name`, `person_id`, `persona`, `turn`, `time` and `is_pause` are optional
+and filled as `psyattrs.data.table.normalize_table` does (so context features see the same table as
+in training). A list of strings is a list of independent sentences. The values are checked first
+(`psyattrs.data.prediction_input.check_prediction_table`: no coercion of a number to text, no empty
+sentence, `is_pause` true/false or 0/1, positions unique within a conversation).
 
 Output: one row per input row, in input order: `doc_id`, `sent_id`, then per head `{head}` (the
 predicted class, int64), `{head}_name` (that class's name in the schema, str),
@@ -17,9 +21,9 @@ predicted class, int64), `{head}_name` (that class's name in the schema, str),
 the predicted class distribution in base K, 0 = the labelers would all agree .. 1 = uniform; the
 model's estimate of how much the labelers would disagree on the sentence).
 
-Bad input (a missing required column, values that are not numbers or booleans where those are
-expected) raises an `MlflowException` with error code INVALID_PARAMETER_VALUE from the pyfunc
-model, which the scoring server answers with HTTP 400.
+Bad input (no `text` column, a value of the wrong type or out of its range) raises an
+`MlflowException` with error code INVALID_PARAMETER_VALUE from the pyfunc model, which a scoring
+server answers with HTTP 400; the message names the column and the rows.
 """
 
 from __future__ import annotations
@@ -32,11 +36,12 @@ import mlflow.pyfunc
 import numpy as np
 import pandas as pd
 
+from psyattrs.data.prediction_input import check_prediction_table
 from psyattrs.data.table import normalize_table
 from psyattrs.schema import Head, Schema
 
-REQUIRED_INPUT = ("doc_id", "text")
-OPTIONAL_STRING_INPUT = ("sent_id", "person_type", "person_name", "person_id", "persona", "time")
+REQUIRED_INPUT = ("text",)
+OPTIONAL_STRING_INPUT = ("doc_id", "sent_id", "person_type", "person_name", "person_id", "persona", "time")
 OPTIONAL_INTEGER_INPUT = ("position", "turn")
 
 
@@ -136,17 +141,38 @@ def prediction_columns(model: Any, schema: Schema, table: pd.DataFrame) -> dict[
     return out
 
 
-def predict_table(model: Any, schema: Schema, frame: pd.DataFrame) -> pd.DataFrame:
-    """Predicts every head for the sentences of `frame` (see the module docstring for the shapes).
+def input_frame(model_input: Any) -> pd.DataFrame:
+    """The input as a DataFrame: a DataFrame as it is, a list (or array, Series) of strings as
+    independent sentences in a `text` column.
 
     Raises:
-        ValueError: a required column is missing (named, with the required set).
+        TypeError: anything else (names the accepted forms).
     """
-    if not isinstance(frame, pd.DataFrame):
-        frame = pd.DataFrame(frame)
-    missing = [c for c in REQUIRED_INPUT if c not in frame.columns]
-    if missing:
-        raise ValueError(f"input lacks column(s) {missing}; required: {list(REQUIRED_INPUT)}")
+    if isinstance(model_input, pd.DataFrame):
+        return model_input
+    if isinstance(model_input, (pd.Series, np.ndarray, list, tuple)):
+        values = list(model_input.tolist() if hasattr(model_input, "tolist") else model_input)
+        if all(isinstance(v, str) for v in values):
+            return pd.DataFrame({"text": pd.Series(values, dtype=object)})
+        bad = next(i for i, v in enumerate(values) if not isinstance(v, str))
+        raise TypeError(f"a list of sentences holds {type(values[bad]).__name__} at index {bad}, not a string")
+    raise TypeError("the input is a DataFrame of the utterance table (with 'text') or a list of sentences, "
+                    f"got {type(model_input).__name__}")
+
+
+def predict_table(model: Any, schema: Schema, frame: pd.DataFrame, *, require_text: bool = True) -> pd.DataFrame:
+    """Predicts every head for the sentences of `frame` (see the module docstring for the shapes).
+
+    Args:
+        model: a fitted multi-head model.
+        schema: its heads.
+        frame: the utterance-table rows (only `text` required), or a list of sentences.
+        require_text: refuse empty sentences (pause rows excepted).
+
+    Raises:
+        TypeError, ValueError: bad input (see `check_prediction_table`; names the column and rows).
+    """
+    frame = check_prediction_table(input_frame(frame), require_text=require_text)
     table = normalize_table(frame, schema)
     out = {"doc_id": table["doc_id"].to_numpy(dtype=object), "sent_id": table["sent_id"].to_numpy(dtype=object)}
     out.update(prediction_columns(model, schema, table))
@@ -180,4 +206,4 @@ class AttributesPyfunc(mlflow.pyfunc.PythonModel):
         try:
             return predict_table(self.model, self.schema, model_input)
         except (ValueError, TypeError) as exc:
-            raise MlflowException.invalid_parameter_value(f"bad input for the psyattrs model: {exc}") from None
+            raise MlflowException.invalid_parameter_value(f"bad input: {exc}") from None

@@ -33,8 +33,9 @@ A turn is a string (speaker unknown) or a dict with `text` and optionally `speak
 `user` are the OPELA speaker types; any other value names the speaker), `is_pause`, and the
 utterance-table columns `person_type`, `person_name`, `person_id`, `time` and `turn`.
 PersonalDialog records are read as `psyattrs.data.personaldialog` reads a file (record i gets
-doc_id `pd{i}`, as line i of a file would). A table needs `doc_id` and `text` (see
-`psyattrs.data.table`); its other columns are optional.
+doc_id `pd{i}`, as line i of a file would). A table needs `text` (see
+`psyattrs.data.table`); its other columns are optional, and without `doc_id` every row is an
+independent sentence (`s1`, `s2`, ...).
 
 Output (a DataFrame by default; with `as_dicts=True` a list of plain dicts), one row per input
 sentence in input order:
@@ -63,6 +64,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from psyattrs.data.prediction_input import check_prediction_table
 from psyattrs.data.table import normalize_table
 from psyattrs.errors import PsyattrsWarning
 from psyattrs.features.language import LANGUAGE_NAMES, guess_language, language_name
@@ -249,15 +251,14 @@ def inputs_to_table(inputs: Any) -> pd.DataFrame:
 
     Raises:
         TypeError: an input of no accepted form (names the forms), a non-string sentence.
-        ValueError: an empty sentence or dialogue, an unknown turn key, a table without `doc_id`
-            or `text`, an unusable PersonalDialog record (names its index and field).
+        ValueError: an empty sentence or dialogue, an unknown turn key, a table without `text`, an
+            unusable PersonalDialog record (names its index and field).
     """
     if isinstance(inputs, pd.DataFrame):
-        missing = [c for c in ("doc_id", "text") if c not in inputs.columns]
-        if missing:
+        if "text" not in inputs.columns:
             raise ValueError(
-                f"the table lacks column(s) {missing}; a table needs 'doc_id' (conversation id) and 'text' "
-                "(for independent sentences, pass a list of strings)"
+                "the table lacks column 'text' (the sentences); 'doc_id' (conversation id) is optional: "
+                "without it every row is an independent sentence"
             )
         return inputs
     if isinstance(inputs, str):
@@ -385,13 +386,14 @@ class Predictor:
             The output DataFrame (`output_columns`), one row per table row, same index.
 
         Raises:
-            ValueError: a required column is missing, or `position` / `is_pause` hold bad values
-                (names the rows).
+            ValueError, TypeError: no `text` column, or bad values (`is_pause` other than true/false
+                or 0/1, repeated or negative `position`s, text that is not a string: see
+                `psyattrs.data.prediction_input`; names the column and the rows).
         """
         from psyattrs.experiments.pyfunc import prediction_columns
 
         index = table.index
-        normal = normalize_table(inputs_to_table(table), self.schema)
+        normal = normalize_table(check_prediction_table(inputs_to_table(table)), self.schema)
         self._check_language(normal)
         out: dict[str, Any] = {
             "doc_id": normal["doc_id"],

@@ -1,33 +1,43 @@
-"""A REST endpoint for a registered or logged model: `mlflow models serve` on 127.0.0.1.
+"""A REST endpoint for a registered or logged model on 127.0.0.1: `psyattrs serve`.
 
-`psyattrs serve --model models:/psyattrs-demo@champion --port 5000` runs
-
-    python -m mlflow models serve -m URI --env-manager local -h 127.0.0.1 -p PORT -w WORKERS
-
-in this Python environment (no new virtualenv: the model's code is this installed psyattrs), with
-MLFLOW_TRACKING_URI set for the child to the project's store (or `tracking_uri`), so that
-`models:/` and `runs:/` URIs resolve exactly as they do for `psyattrs.predict`.
+`psyattrs serve --model models:/NAME@champion --port 5000` checks its arguments (a port in
+1..65535, the model URI, the port free) before it prints anything, loads the model once, prints
+`serving ...` and runs the scoring app of `psyattrs.serving.app` under uvicorn in this process
+(with `--workers N` > 1, N worker processes of uvicorn's supervisor, each loading the model).
+URIs resolve through MLFLOW_TRACKING_URI or `--tracking-uri`, as for `psyattrs.predict`.
+SIGINT (Ctrl-C), SIGTERM and SIGHUP all stop it, workers included, within a few seconds; a
+worker whose supervisor dies is stopped by the kernel (PR_SET_PDEATHSIG).
 
 Requests: POST `/invocations` with `Content-Type: application/json` and one of
 
-    {"dataframe_records": [{"doc_id": "c1", "text": "안녕하세요"}, {"doc_id": "c1", "text": "반가워요"}]}
+    {"inputs": ["오늘 너무 피곤했어요 ㅠㅠ", "주말에 뭐 해요?"]}
+    {"dataframe_records": [{"text": "안녕하세요"}, {"text": "반가워요"}]}
+    {"dataframe_records": [{"doc_id": "c1", "text": "안녕하세요", "person_type": "persona"},
+                           {"doc_id": "c1", "text": "반가워요", "person_type": "user"}]}
     {"dataframe_split": {"columns": ["doc_id", "text"], "data": [["c1", "안녕하세요"], ["c1", "반가워요"]]}}
     {"inputs": {"doc_id": ["c1", "c1"], "text": ["안녕하세요", "반가워요"]}}
 
-(rows of the utterance table: `doc_id` and `text` required, `position`, `person_type`, `is_pause`
-... optional; rows of one `doc_id` are one conversation, in order). The answer is
-`{"predictions": [{"doc_id": .., "sent_id": .., "strange": 1, "strange_name": "not strange",
-"strange_proba_0": .., ..., "strange_disagreement": .., ...}, ...]}`: the prediction columns of
-`psyattrs.predict` (`psyattrs.experiments.pyfunc.output_columns`), one per row in request order.
-A malformed request (not JSON, no `text` column, bad `is_pause` values) gets 400 with a message;
-the server keeps serving. GET `/ping` answers 200 once the model is loaded.
+(rows without `doc_id` are independent sentences; rows sharing a `doc_id` are one conversation, in
+order; `inputs` also takes what `psyattrs.predict` takes: a dialogue, a list of dialogues,
+PersonalDialog records; see `psyattrs.serving.requests`). The answer is `{"predictions":
+[{"doc_id": .., "sent_id": .., "strange": 1, "strange_name": "not strange", "strange_proba_0": ..,
+..., "strange_disagreement": .., ...}, ...]}`, one per sentence in request order. A bad request
+gets a 4xx with a one-line message naming the field and the server keeps serving (see
+`psyattrs.serving.app`). GET `/ping` answers 200 once the model is loaded.
+
+The same model also serves with MLflow's own `mlflow models serve -m URI --env-manager local`
+(the logged pyfunc model checks its rows the same way), without the body limit and the request
+forms beyond MLflow's.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -37,7 +47,10 @@ from pathlib import Path
 from typing import IO, Any
 
 DEFAULT_PORT = 5000
+DEFAULT_MAX_BODY_MB = 20.0
 HOST = "127.0.0.1"
+ENV_MODEL = "PSYATTRS_SERVE_MODEL"
+ENV_SETTINGS = "PSYATTRS_SERVE_SETTINGS"
 
 
 class ServerError(RuntimeError):
@@ -85,17 +98,52 @@ def check_model_uri(model: str, *, tracking_uri: str | None = None) -> str:
     return model
 
 
-def serve_command(model: str, *, port: int = DEFAULT_PORT, workers: int = 1, timeout: int = 60) -> list[str]:
-    """The `mlflow models serve` command line (this interpreter, local environment, 127.0.0.1).
+def check_settings(*, port: int, workers: int = 1, timeout: float = 60, max_body_mb: float = DEFAULT_MAX_BODY_MB) -> None:
+    """Checks the server settings before anything starts.
 
     Raises:
-        ValueError: a port outside 1..65535, workers or timeout below 1.
+        ValueError: a port outside 1..65535, workers outside 1..64, a timeout or body limit not
+            positive (names the setting and the allowed range).
     """
-    for name, value, low, high in (("port", port, 1, 65535), ("workers", workers, 1, 256), ("timeout", timeout, 1, 86400)):
+    for name, value, low, high in (("port", port, 1, 65535), ("workers", workers, 1, 64)):
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise ValueError(f"{name} must be an integer in {low}..{high}, got {value!r}")
-    return [sys.executable, "-m", "mlflow", "models", "serve", "-m", model, "--env-manager", "local",
-            "-h", HOST, "-p", str(port), "-w", str(workers), "-t", str(timeout)]
+    for name, value in (("timeout", timeout), ("max_body_mb", max_body_mb)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+            raise ValueError(f"{name} must be a positive number, got {value!r}")
+
+
+def serve_command(
+    model: str, *, port: int = DEFAULT_PORT, workers: int = 1, timeout: float = 60,
+    max_body_mb: float = DEFAULT_MAX_BODY_MB,
+) -> list[str]:
+    """The `psyattrs serve` command line that `ModelServer` runs (this interpreter).
+
+    Raises:
+        ValueError: see `check_settings`.
+    """
+    check_settings(port=port, workers=workers, timeout=timeout, max_body_mb=max_body_mb)
+    return [sys.executable, "-m", "psyattrs", "serve", "--model", model, "--port", str(port),
+            "--workers", str(workers), "--timeout", f"{timeout:g}", "--max-body-mb", f"{max_body_mb:g}"]
+
+
+def bind_port(port: int) -> socket.socket:
+    """A socket bound to 127.0.0.1:`port` (not yet listening), as uvicorn binds it.
+
+    Raises:
+        ValueError: the port is in use, or not ours to take (one line naming the port).
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((HOST, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ValueError(f"port {port} on {HOST} is already in use: stop what holds it or choose another --port") from None
+        raise ValueError(f"cannot listen on {HOST}:{port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def server_environment(tracking_uri: str | None = None) -> dict[str, str]:
@@ -112,7 +160,7 @@ def server_environment(tracking_uri: str | None = None) -> dict[str, str]:
 
 
 class ModelServer:
-    """One `mlflow models serve` child process (see the module docstring).
+    """One `psyattrs serve` child process, in its own session (see the module docstring).
 
     Use as a context manager, or `start()` / `wait_ready()` / `stop()`:
 
@@ -125,7 +173,8 @@ class ModelServer:
         port: the port on 127.0.0.1.
         tracking_uri: the store for URIs (None = MLFLOW_TRACKING_URI or the project's store).
         workers: uvicorn workers.
-        timeout: seconds allowed per request.
+        timeout: seconds a request may wait for its turn.
+        max_body_mb: the largest request body, in MiB.
         log: a file to receive the server's output (None: inherit ours).
 
     Attributes:
@@ -140,10 +189,11 @@ class ModelServer:
         port: int = DEFAULT_PORT,
         tracking_uri: str | None = None,
         workers: int = 1,
-        timeout: int = 60,
+        timeout: float = 60,
+        max_body_mb: float = DEFAULT_MAX_BODY_MB,
         log: "IO[Any] | None" = None,
     ):
-        self.command = serve_command(model, port=port, workers=workers, timeout=timeout)
+        self.command = serve_command(model, port=port, workers=workers, timeout=timeout, max_body_mb=max_body_mb)
         self.model = model
         self.port = port
         self.tracking_uri = tracking_uri
@@ -156,7 +206,7 @@ class ModelServer:
         if self.process is not None:
             raise ValueError("this server was already started")
         if check:
-            self.command[self.command.index("-m", 3) + 1] = check_model_uri(self.model, tracking_uri=self.tracking_uri)
+            self.command[self.command.index("--model") + 1] = check_model_uri(self.model, tracking_uri=self.tracking_uri)
         self.process = subprocess.Popen(
             self.command,
             env=server_environment(self.tracking_uri),
@@ -236,7 +286,7 @@ class ModelServer:
                 break
             except subprocess.TimeoutExpired:
                 continue
-        try:  # a uvicorn left in the group after the mlflow parent exited
+        try:  # a worker left in the group after its supervisor exited
             os.killpg(process.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
@@ -248,17 +298,109 @@ class ModelServer:
         self.stop()
 
 
-def serve(model: str, *, port: int = DEFAULT_PORT, tracking_uri: str | None = None, workers: int = 1) -> int:
-    """Serves a model in the foreground until the server exits or Ctrl-C; returns its exit code.
+def _die_with_parent() -> None:
+    """Asks Linux to SIGTERM this process when its parent dies (a worker outliving its supervisor)."""
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def worker_app() -> Any:
+    """The ASGI app of one worker process (`--workers` > 1): the model and settings come from the
+    environment the supervisor set (ENV_MODEL, ENV_SETTINGS)."""
+    _die_with_parent()
+    settings = json.loads(os.environ[ENV_SETTINGS])
+    return scoring_app(os.environ[ENV_MODEL], **settings).app
+
+
+def scoring_app(model: Any, *, tracking_uri: str | None = None, timeout: float = 60,
+                max_body_mb: float = DEFAULT_MAX_BODY_MB) -> Any:
+    """The `psyattrs.serving.app.ScoringApp` of a model (a URI or folder is loaded once)."""
+    from psyattrs.serving.app import ScoringApp
+    from psyattrs.serving.predict import Predictor
+
+    predictor = model if isinstance(model, Predictor) else Predictor(model, tracking_uri=tracking_uri)
+    app = ScoringApp(predictor.model, predictor.schema, max_body=int(max_body_mb * 1024 * 1024),
+                     queue_timeout=float(timeout), version=_version())
+    app.warm_up()
+    return app
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("psyattrs")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _uvicorn_config(app: Any, *, port: int, workers: int) -> Any:
+    import uvicorn
+
+    return uvicorn.Config(app, host=HOST, port=port, workers=workers, factory=isinstance(app, str),
+                          timeout_graceful_shutdown=3, log_level="info", lifespan="off")
+
+
+def serve(
+    model: str,
+    *,
+    port: int = DEFAULT_PORT,
+    tracking_uri: str | None = None,
+    workers: int = 1,
+    timeout: float = 60,
+    max_body_mb: float = DEFAULT_MAX_BODY_MB,
+    announce: "Any | None" = None,
+) -> int:
+    """Serves a model in the foreground until SIGINT, SIGTERM or SIGHUP; returns 128 + the signal.
+
+    In order: the settings and the model URI are checked, the port is bound (so that a port in use
+    fails here), the model is loaded, `announce(url)` is called, and the server runs.
+
+    Args:
+        model: a models:/ or runs:/ URI or an MLflow model folder.
+        port: the port on 127.0.0.1.
+        tracking_uri: the store for URIs (None = MLFLOW_TRACKING_URI or the project's store).
+        workers: worker processes (1: the server runs in this process).
+        timeout: seconds a request may wait for its turn (then 503).
+        max_body_mb: the largest request body, in MiB (a larger one gets 413).
+        announce: called with the /invocations URL once the server is about to answer.
 
     Raises:
-        ValueError: the model URI does not resolve, or a bad port / workers value.
+        ValueError: bad settings, a model URI that does not resolve, a port in use.
     """
-    server = ModelServer(model, port=port, tracking_uri=tracking_uri, workers=workers)
-    server.start()
-    process = server.process
+    from psyattrs.experiments.tracking import ENV_URI, resolve_tracking_uri
+
+    check_settings(port=port, workers=workers, timeout=timeout, max_body_mb=max_body_mb)
+    model = check_model_uri(model, tracking_uri=tracking_uri)
+    sock = bind_port(port)
     try:
-        return process.wait()
-    except KeyboardInterrupt:
-        server.stop()
-        return 130
+        if workers > 1:  # each worker loads its own copy; this process only proves that it loads
+            from psyattrs.serving.predict import Predictor
+
+            Predictor(model, tracking_uri=tracking_uri)
+            os.environ[ENV_URI] = resolve_tracking_uri(tracking_uri)
+            os.environ[ENV_MODEL] = model
+            os.environ[ENV_SETTINGS] = json.dumps({"timeout": timeout, "max_body_mb": max_body_mb})
+            config = _uvicorn_config(f"{__name__}:worker_app", port=port, workers=workers)
+        else:
+            app = scoring_app(model, tracking_uri=tracking_uri, timeout=timeout, max_body_mb=max_body_mb)
+            config = _uvicorn_config(app.app, port=port, workers=1)
+        if announce is not None:
+            announce(f"http://{HOST}:{port}/invocations")
+        return _run(config, sock)
+    finally:
+        sock.close()
+
+
+def _run(config: Any, sock: socket.socket) -> int:
+    from psyattrs.serving._uvicorn import StoppingServer, StoppingSupervisor
+
+    if config.workers > 1:
+        supervisor = StoppingSupervisor(config, sockets=[sock])
+        supervisor.run()
+        return 128 + int(supervisor.stopped_by or signal.SIGTERM)
+    server = StoppingServer(config)
+    server.run(sockets=[sock])
+    return 128 + int(server.stopped_by or signal.SIGTERM)
