@@ -37,7 +37,7 @@ import traceback
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 from urllib.parse import urlparse
 
 import numpy as np
@@ -323,12 +323,24 @@ def pip_requirements() -> list[str]:
 
     out = []
     for name in ("mlflow", "numpy", "pandas", "pyarrow", "scikit-learn", "scipy", "lightgbm", "pyyaml",
-                 "kiwipiepy", "jieba"):
+                 "kiwipiepy", "jieba", "torch", "transformers", "tokenizers", "safetensors"):
         try:
             out.append(f"{name}=={version(name)}")
         except PackageNotFoundError:
             continue
     return out
+
+
+def training_metrics_logger() -> Callable[[Mapping[str, float], int], None]:
+    """A callback that logs a model's training metrics (per step, per epoch) into the active run
+    as `fit_<name>` at that step; models receive it as `metrics_callback` (models/ does not import
+    MLflow)."""
+    import mlflow
+
+    def log(metrics: Mapping[str, float], step: int) -> None:
+        mlflow.log_metrics({f"fit_{k}": float(v) for k, v in metrics.items()}, step=int(step))
+
+    return log
 
 
 def log_pyfunc_model(model: Any, schema: Schema, example: pd.DataFrame) -> str:
