@@ -6,8 +6,9 @@ share one code path.
 
 Pre-tokenisation splits on whitespace and punctuation and puts every CJK ideograph apart (as BERT
 does for Chinese); the text is NFC-normalised and neither lower-cased nor accent-stripped, because
-accent stripping decomposes Hangul syllables into jamo. Every character seen in training is in the
-alphabet, so a Korean or Chinese training sentence never becomes unknown tokens; unseen characters
+accent stripping decomposes Hangul syllables into jamo. Token ids are renumbered in a fixed order after
+training (the trainer's own order varies between processes). Every character seen in training is
+in the alphabet, so a Korean or Chinese training sentence never becomes unknown tokens; unseen characters
 at prediction time become `[UNK]`.
 """
 
@@ -61,6 +62,13 @@ def train_tokenizer(texts: Iterable[str], *, vocab_size: int = 4000, min_frequen
         show_progress=False,
     )
     tok.train_from_iterator(texts, trainer=trainer)
+    # the trainer numbers tokens of equal count in hash order (differently in every process):
+    # renumber them (special tokens, then the rest sorted) so that one seed gives one model
+    learnt = tok.get_vocab()
+    specials = [*SPECIAL_TOKENS, *MARKERS]
+    ordered = specials + sorted(t for t in learnt if t not in specials)
+    tok.model = models.WordPiece(vocab={t: i for i, t in enumerate(ordered)}, unk_token="[UNK]",
+                                 max_input_chars_per_word=100)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
         mask_token="[MASK]", model_max_length=512,
