@@ -364,3 +364,13 @@ def test_a_real_local_checkpoint_fine_tunes_offline(corpus, tmp_path, monkeypatc
     head = valid_part.head(10)
     a, b = model.predict_proba(head), loaded.predict_proba(head)
     assert all(np.allclose(a[h], b[h], atol=1e-5) for h in a)
+
+
+def test_importing_the_transformer_model_does_not_load_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys, psyattrs.models.base, psyattrs.models.transformer.model, psyattrs.models.transformer.inputs; "
+            "print(sorted(m for m in ('torch', 'transformers', 'tokenizers', 'mlflow') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
