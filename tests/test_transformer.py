@@ -249,13 +249,19 @@ def test_labeler_heads_predict_each_labeler(corpus):
     assert per["labeler1_empathy"].between(0, 4).all()
     proba = model.predict_proba(valid_part)
     assert np.allclose(proba["empathy"].sum(axis=1), 1)
+    served = Predictor(model).predict(valid_part, labelers=True)
+    assert (served["empathy_labeler2"].to_numpy() == per["labeler2_empathy"].to_numpy()).all()
+    item = Predictor(model).predict("오늘 너무 힘들었어요", as_dicts=True, labelers=True)[0]
+    assert sorted(item["heads"]["self"]["labelers"]) == [1, 2, 3]
+    with pytest.raises(ValueError, match="labelers=True needs a transformer trained with per-labeler heads"):
+        Predictor(_fit(corpus)).predict("안녕", labelers=True)
     crowd = train_part.copy()
     for k in range(4, 30):
         crowd[f"labeler{k}_strange"] = crowd["labeler1_strange"]
     with pytest.raises(ValueError, match="has 29 labelers; per-labeler heads are for corpora with a few"):
         build_model("transformer", OPELA, **TINY, labeler_heads=True).fit(crowd, _targets(train_part))
     with pytest.raises(ValueError, match="no per-labeler heads"):
-        _fit(corpus).predict_labelers(valid_part)
+        build_model("transformer", OPELA, **TINY).fit(train_part, _targets(train_part)).predict_labelers(valid_part)
 
 
 def test_ordinal_heads_fit_and_predict(corpus):
