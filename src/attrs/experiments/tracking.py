@@ -240,6 +240,34 @@ class Run:
         return log_pyfunc_model(model, schema, example)
 
 
+class SilentRun(Run):
+    """The run of a process that is not rank 0 of a `torchrun` launch: it trains like the others
+    (data parallelism) but logs nothing, so that one launch makes one MLflow run."""
+
+    def log_metrics(self, metrics: Mapping[str, float], *, write_json: bool = True) -> None:
+        return None
+
+    def log_text(self, text: str, path: str) -> None:
+        return None
+
+    def log_dataset(self, df: pd.DataFrame, *, name: str, context: str, source: Any) -> None:
+        return None
+
+    def log_evaluation(self, table, schema, proba, predicted) -> None:
+        return None
+
+    def log_model(self, model: Any, schema: Schema, example: pd.DataFrame) -> str:
+        return ""
+
+
+def launch_rank() -> int:
+    """This process's rank in a `torchrun` / `torch.distributed` launch (RANK), 0 otherwise."""
+    try:
+        return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        return 0
+
+
 def predictions_frame(
     table: pd.DataFrame,
     schema: Schema,
@@ -404,7 +432,8 @@ def start_run(
 ) -> Iterator[Run]:
     """Starts a run for `config` in its store and experiment; logs params, tags and `config.yaml`.
 
-    A top-level run (not `nested`) also points MLflow at the store for the whole block. On an
+    A top-level run (not `nested`) also points MLflow at the store for the whole block. Under
+    `torchrun`, processes of rank > 0 get a `SilentRun` that logs nothing (one launch, one run). On an
     exception the run gets `error.txt` (the traceback) and the tag `psyattrs.error`, ends FAILED,
     and the exception propagates.
 
@@ -420,6 +449,9 @@ def start_run(
     """
     import mlflow
 
+    if launch_rank() != 0:  # torchrun: only rank 0 tracks
+        yield SilentRun(run_id="", artifact_uri="", tracking_uri=resolve_tracking_uri(config.tracking.uri))
+        return
     with contextlib.ExitStack() as stack:
         stack.enter_context(quiet_mlflow(quiet))
         if not nested:

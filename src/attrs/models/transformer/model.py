@@ -52,6 +52,14 @@ def _labeler_ids(columns, heads: list[str]) -> list[int]:
     return labeler_ids(columns, heads)
 
 
+def _join_process_group(device) -> None:
+    """Under torchrun (WORLD_SIZE > 1), joins the process group once: NCCL on CUDA, gloo on CPU."""
+    import torch.distributed as dist
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and dist.is_available() and not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+
+
 class TransformerModel(MultiHeadModel):
     """Multi-head transformer (see the module docstring)."""
 
@@ -199,7 +207,8 @@ class TransformerModel(MultiHeadModel):
         from psyattrs.models.transformer.backbone import load_encoder, scratch_encoder
         from psyattrs.models.transformer.network import MultiHeadNetwork
 
-        folder = Path(self.params["checkpoint_dir"]) / ENCODER_DIR if self.params["checkpoint_dir"] else work / ENCODER_DIR
+        shared = self.params["checkpoint_dir"] and int(os.environ.get("RANK", "0")) == 0
+        folder = Path(self.params["checkpoint_dir"]) / ENCODER_DIR if shared else work / ENCODER_DIR
         if self.is_scratch:
             if not (self.params["resume"] and (folder / "config.json").is_file()):
                 shape = {k: self.params[k] for k in ("hidden_size", "layers", "attention_heads", "intermediate_size", "vocab_size")}
@@ -238,6 +247,7 @@ class TransformerModel(MultiHeadModel):
         valid = getattr(self, "_fit_valid", None)
         with tempfile.TemporaryDirectory(prefix="psyattrs-encoder-") as work:
             self._build_network(table, Path(work))
+            _join_process_group(device)  # after the encoder folder is written: transformers saves on rank 0 only
             train_data = self._train_data(table, targets)
             valid_data = self._train_data(*valid) if valid is not None and len(valid[0]) else None
             lr = self.params["learning_rate"] or (5e-4 if self.is_scratch else 5e-5)
