@@ -418,3 +418,29 @@ def test_torchrun_two_cpu_processes_end_with_the_same_weights_and_one_run(tmp_pa
     runs = mlflow.MlflowClient(tracking_uri=uri).search_runs([mlflow.MlflowClient(tracking_uri=uri)
                                                              .get_experiment_by_name("ddp").experiment_id])
     assert [r.info.run_id for r in runs] == [run0] and runs[0].info.status == "FINISHED"
+
+
+def test_ensemble_weights_are_fitted_on_valid_and_the_folder_round_trips(corpus, tmp_path):
+    from psyattrs.models.ensemble import fit_mixture_weights
+
+    truth = np.eye(3)[[0, 1, 2, 0]]
+    good, bad = truth * 0.9 + 0.1 / 3, np.full((4, 3), 1 / 3)
+    w = fit_mixture_weights([bad, good], truth)
+    assert w[1] > 0.95 and w.sum() == pytest.approx(1)
+    train_part, valid_part = corpus
+    members = [{"kind": "transformer", **TINY}, {"kind": "majority"}]
+    model = build_model("ensemble", OPELA, members=members, context_previous=1)
+    logged = []
+    model.metrics_callback = lambda metrics, step: logged.append(metrics)
+    model.fit(train_part, _targets(train_part), valid=(valid_part, _targets(valid_part)))
+    assert set(logged[0]) == {f"weight_{h}_{n}" for h in OPELA.head_names for n in ("m0_transformer", "m1_majority")}
+    assert all(abs(w.sum() - 1) < 1e-9 for w in model.weights_.values())
+    assert model.members_[0].context_previous == 1
+    model.save(tmp_path / "e")
+    again = load_model(tmp_path / "e").predict_proba(valid_part)
+    first = model.predict_proba(valid_part)
+    assert all(np.allclose(first[h], again[h], atol=1e-6) for h in first)
+    with pytest.raises(ValueError, match="ensemble member 1 \\(lightgbm\\): model kind 'lightgbm' has no setting"):
+        build_model("ensemble", OPELA, members=[{"kind": "majority"}, {"kind": "lightgbm", "nope": 1}])
+    ens = build_from_config(load_config(REPO / "experiments" / "ensemble.yaml"))
+    assert [m.kind for m in ens._member_models()] == ["transformer", "lightgbm"]

@@ -32,7 +32,7 @@ import yaml
 
 from psyattrs.errors import InputFileError
 
-MODEL_KINDS = ("majority", "tfidf", "lightgbm", "transformer")
+MODEL_KINDS = ("majority", "tfidf", "lightgbm", "transformer", "ensemble")
 SPLIT_BY = ("doc", "persona")
 DATA_FORMATS = ("auto", "annotated", "generic")
 CLASS_WEIGHTS = (None, "balanced")
@@ -214,7 +214,7 @@ class ModelConfig:
     """The model and the options every kind has.
 
     Attributes:
-        kind: `majority`, `tfidf`, `lightgbm` or `transformer`.
+        kind: `majority`, `tfidf`, `lightgbm`, `transformer` or `ensemble`.
         params: kind-specific settings passed to `build_model` unchanged (checked there).
         class_weight: None or `balanced`.
         tune_thresholds: tune a per-head decision threshold on the validation split.

@@ -53,6 +53,7 @@ KINDS: dict[str, str] = {
     "tfidf": "psyattrs.models.tfidf:TfidfModel",
     "lightgbm": "psyattrs.models.gbm:LightGBMModel",
     "transformer": "psyattrs.models.transformer.model:TransformerModel",
+    "ensemble": "psyattrs.models.ensemble:EnsembleModel",
 }
 _ROW_SUM_TOLERANCE = 1e-6
 
@@ -526,7 +527,7 @@ def build_model(kind: str, schema: Schema, **settings: Any) -> MultiHeadModel:
     """A new, unfitted model of a kind.
 
     Args:
-        kind: `majority`, `tfidf`, `lightgbm` or `transformer`.
+        kind: `majority`, `tfidf`, `lightgbm`, `transformer` or `ensemble`.
         schema: the heads to predict.
         **settings: the shared options (context_previous, class_weight, tune_thresholds,
             calibration, seed) and the kind's own settings (`kind_defaults`).
