@@ -444,3 +444,11 @@ def test_ensemble_weights_are_fitted_on_valid_and_the_folder_round_trips(corpus,
         build_model("ensemble", OPELA, members=[{"kind": "majority"}, {"kind": "lightgbm", "nope": 1}])
     ens = build_from_config(load_config(REPO / "experiments" / "ensemble.yaml"))
     assert [m.kind for m in ens._member_models()] == ["transformer", "lightgbm"]
+
+
+def test_cli_resume_needs_a_checkpoint_folder(capsys):
+    from psyattrs.cli import main
+
+    assert main(["train", str(REPO / "experiments" / "transformer_tiny.yaml"), "--resume", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "resume needs checkpoint_dir" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
