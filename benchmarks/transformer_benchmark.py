@@ -218,10 +218,14 @@ def part_b(n_dialogues: int) -> None:
     q.params = {**model.params, "quantize": True}
     q._quantized = None
     prior = M.class_prior(train, OPELA)
-    full = M.score_split(test, OPELA, model.predict_proba(test), predicted=model.predict(test), prior=prior)
-    quant = M.score_split(test, OPELA, q.predict_proba(test), predicted=q.predict(test), prior=prior)
-    print(f"\nquantisation cost on the test split (mean over heads): macro-F1 {full['test_macro_f1_mean']:.3f} -> "
-          f"{quant['test_macro_f1_mean']:.3f}, soft CE {full['test_soft_ce_mean']:.3f} -> {quant['test_soft_ce_mean']:.3f}")
+    p_full, p_quant = model.predict_proba(test), q.predict_proba(test)
+    full = M.score_split(test, OPELA, p_full, predicted=model.predict(test), prior=prior)
+    quant = M.score_split(test, OPELA, p_quant, predicted=q.predict(test), prior=prior)
+    moved = max(float(np.abs(p_full[h] - p_quant[h]).max()) for h in p_full)
+    changed = np.mean([float((p_full[h].argmax(1) != p_quant[h].argmax(1)).mean()) for h in p_full])
+    print(f"\nquantisation cost on the test split (mean over heads): macro-F1 {full['test_macro_f1_mean']:.4f} -> "
+          f"{quant['test_macro_f1_mean']:.4f}, soft CE {full['test_soft_ce_mean']:.4f} -> {quant['test_soft_ce_mean']:.4f}; "
+          f"largest probability change {moved:.4f}, argmax changed on {changed:.2%} of sentences")
     print(f"peak memory of this process so far: {peak_kb() / 1024:.0f} MiB\n")
 
 

@@ -326,6 +326,10 @@ def test_shrunk_tiny_config_trains_logs_curves_and_serves(tmp_path):
     served = pyfunc.predict(frame)
     direct = Predictor(result.model).predict(frame)
     assert np.allclose(served["empathy_proba_2"], direct["empathy_proba_2"])
+    from psyattrs.experiments.tracking import pip_requirements
+
+    assert any(r.startswith("torch==") for r in pip_requirements(result.model))
+    assert not any(r.startswith("torch==") for r in pip_requirements(build_model("majority", OPELA)))
 
 
 def test_annotate_works_with_a_transformer_folder(fitted, tmp_path):

@@ -345,13 +345,18 @@ def calibration_figure(table: pd.DataFrame, schema: Schema, proba: Mapping[str, 
     return fig
 
 
-def pip_requirements() -> list[str]:
-    """Pinned requirements of the pyfunc model (the installed versions of what it imports)."""
+def pip_requirements(model: Any = None) -> list[str]:
+    """Pinned requirements of the pyfunc model (the installed versions of what it imports): the
+    classical stack, plus the backend packages a model declares (`_packages`: torch, transformers
+    and tokenizers for a transformer, also inside an ensemble)."""
     from importlib.metadata import PackageNotFoundError, version
 
+    names = ["mlflow", "numpy", "pandas", "pyarrow", "scikit-learn", "scipy", "lightgbm", "pyyaml",
+             "kiwipiepy", "jieba"]
+    for part in [model, *getattr(model, "members_", [])]:
+        names += [p for p in getattr(part, "_packages", ()) if p not in names]
     out = []
-    for name in ("mlflow", "numpy", "pandas", "pyarrow", "scikit-learn", "scipy", "lightgbm", "pyyaml",
-                 "kiwipiepy", "jieba", "torch", "transformers", "tokenizers", "safetensors"):
+    for name in names:
         try:
             out.append(f"{name}=={version(name)}")
         except PackageNotFoundError:
@@ -403,7 +408,7 @@ def log_pyfunc_model(model: Any, schema: Schema, example: pd.DataFrame) -> str:
                     artifacts={"model": str(folder), "schema": str(schema_path)},
                     signature=model_signature(schema),
                     input_example=example,
-                    pip_requirements=pip_requirements(),
+                    pip_requirements=pip_requirements(model),
                 )
         finally:
             pyfunc_logger.setLevel(level)

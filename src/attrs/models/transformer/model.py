@@ -37,6 +37,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from psyattrs.data.table import labeler_ids
 from psyattrs.models.base import MultiHeadModel, class_weight_vector
 
 HEAD_FILE = "heads.safetensors"
@@ -44,12 +45,6 @@ ENCODER_DIR = "encoder"
 DEVICES = ("auto", "cpu", "cuda")
 
 _LABELER_COLUMN_PREFIX = "labeler"
-
-
-def _labeler_ids(columns, heads: list[str]) -> list[int]:
-    from psyattrs.data.table import labeler_ids
-
-    return labeler_ids(columns, heads)
 
 
 def _join_process_group(device) -> None:
@@ -93,7 +88,7 @@ class TransformerModel(MultiHeadModel):
         "predict_batch_size": 64,
         "quantize": False,
     }
-    _packages = ("numpy", "pandas", "scikit-learn", "torch", "transformers", "tokenizers")
+    _packages = ("numpy", "pandas", "scikit-learn", "torch", "transformers", "tokenizers", "safetensors")
 
     def __init__(self, schema, **settings: Any):
         super().__init__(schema, **settings)
@@ -232,7 +227,7 @@ class TransformerModel(MultiHeadModel):
         from psyattrs.models.transformer.training import TrainSettings, train_network
 
         if self.params["labeler_heads"]:
-            self.labelers_ = _labeler_ids(table.columns, self.schema.head_names)
+            self.labelers_ = labeler_ids(table.columns, self.schema.head_names)
             if not self.labelers_:
                 raise ValueError("labeler_heads needs the labelers' columns labeler{k}_{head} in the training table; "
                                  "it has none")
