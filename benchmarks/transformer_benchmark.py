@@ -53,7 +53,7 @@ import pandas as pd  # noqa: E402
 from _memory import peak_kb  # noqa: E402  (benchmarks/_memory.py)
 
 LEWIDI = Path(__file__).resolve().parents[2] / "shared" / "data" / "lewidi"
-TINY = dict(hidden_size=64, layers=2, attention_heads=2, intermediate_size=128, vocab_size=4000, max_length=96,
+TINY = dict(class_weight="balanced", hidden_size=64, layers=2, attention_heads=2, intermediate_size=128, vocab_size=4000, max_length=96,
             epochs=4, batch_size=32, learning_rate=1e-3, patience=2)
 
 
