@@ -307,10 +307,16 @@ def test_config_keys_backbone_and_labeler_heads():
 # ------------------------------------------------------------------------- runner and serving
 
 
-def test_shrunk_tiny_config_trains_logs_curves_and_serves(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+@pytest.fixture(scope="module")
+def tracked(tmp_path_factory):
+    """The shipped tiny config, shrunk, trained and tracked in a temporary store."""
+    uri = f"sqlite:///{tmp_path_factory.mktemp('transformer_store') / 'mlflow.db'}"
     config = load_config(REPO / "experiments" / "transformer_tiny.yaml", [*SHRINK, f"tracking.uri={uri}"])
-    result = train(config, quiet=True)
+    return train(config, quiet=True), uri
+
+
+def test_shrunk_tiny_config_trains_logs_curves_and_serves(tracked):
+    result, uri = tracked
     client = mlflow.MlflowClient(tracking_uri=uri)
     run = client.get_run(result.run_id)
     assert run.info.status == "FINISHED" and run.data.params["model.kind"] == "transformer"
@@ -330,6 +336,33 @@ def test_shrunk_tiny_config_trains_logs_curves_and_serves(tmp_path):
 
     assert any(r.startswith("torch==") for r in pip_requirements(result.model))
     assert not any(r.startswith("torch==") for r in pip_requirements(build_model("majority", OPELA)))
+
+
+@pytest.mark.slow
+def test_the_spark_udf_annotates_with_a_transformer_like_predict(tracked):
+    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install 'psyattrs[spark]')")
+    import warnings
+
+    from psyattrs.serving.spark import annotate_spark, local_session
+
+    result, uri = tracked
+    utterances = pd.DataFrame({"doc_id": ["c1", "c1", "c2", "c1"], "position": [0, 1, 0, 2],
+                               "person_type": ["user", "persona", "user", "user"],
+                               "text": ["안녕하세요~", "반가워요 ㅎㅎ", "오늘 너무 피곤했다 ㅠㅠ", "뭐 먹었어요?"]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pyspark's notes on pandas 3 support
+        session = local_session("psyattrs-transformer-test", cores=2, memory="1g")
+        try:
+            session.sparkContext.setLogLevel("ERROR")
+            got = annotate_spark(session.createDataFrame(utterances), result.model_uri, tracking_uri=uri,
+                                 partitions=2).toPandas()
+        finally:
+            session.stop()
+    expected = Predictor(result.model).predict(utterances)
+    merged = got.merge(expected, on=["doc_id", "position"], suffixes=("", "_expected"))
+    assert len(merged) == 4
+    np.testing.assert_allclose(merged["empathy_proba_1"], merged["empathy_proba_1_expected"], atol=1e-6)
+    assert merged["self"].tolist() == merged["self_expected"].tolist()
 
 
 def test_annotate_works_with_a_transformer_folder(fitted, tmp_path):
