@@ -303,7 +303,7 @@ def _plain_finetune(folder: Path, train: pd.DataFrame, test: pd.DataFrame, epoch
     return np.concatenate(out), seconds
 
 
-def part_c(limit: int, test_limit: int, epochs: int) -> None:
+def part_c(limit: int, test_limit: int, epochs: int, lr: float = 5e-5) -> None:
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
 
@@ -326,10 +326,10 @@ def part_c(limit: int, test_limit: int, epochs: int) -> None:
 
     start = time.perf_counter()
     vec = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)
-    lr = LogisticRegression(max_iter=1000, C=2.0).fit(vec.fit_transform(train["text"]), train["hard"])
+    logreg = LogisticRegression(max_iter=1000, C=2.0).fit(vec.fit_transform(train["text"]), train["hard"])
     tfidf_seconds = time.perf_counter() - start
-    tfidf_p = lr.predict_proba(vec.transform(test["text"]))[:, 1]
-    tfidf_dev = lr.predict_proba(vec.transform(dev["text"]))[:, 1]
+    tfidf_p = logreg.predict_proba(vec.transform(test["text"]))[:, 1]
+    tfidf_dev = logreg.predict_proba(vec.transform(dev["text"]))[:, 1]
     rows["plain TF-IDF + logistic regression"] = (_scores(tfidf_p, test), tfidf_seconds)
 
     plain_p, plain_seconds = _plain_finetune(folder, train, test, epochs)
@@ -344,23 +344,23 @@ def part_c(limit: int, test_limit: int, epochs: int) -> None:
         return {"offensive": np.stack([1 - frame["p1"].to_numpy(), frame["p1"].to_numpy()], axis=1)}
 
     model = build_model("transformer", schema, backbone=str(folder), context_previous=0, epochs=epochs, batch_size=16,
-                        learning_rate=5e-5, max_length=128, patience=epochs, calibration="temperature")
+                        learning_rate=lr, max_length=128, patience=epochs, calibration="temperature")
     start = time.perf_counter()
     model.fit(table(train), targets(train), valid=(table(dev), targets(dev)))
     ours_seconds = time.perf_counter() - start
     ours_p = model.predict_proba(table(test))["offensive"][:, 1]
     ours_dev = model.predict_proba(table(dev))["offensive"][:, 1]
-    rows["psyattrs transformer, soft targets"] = (_scores(ours_p, test), ours_seconds)
+    rows[f"psyattrs transformer, soft targets, lr {lr:g}"] = (_scores(ours_p, test), ours_seconds)
 
     dev_soft = np.stack([1 - dev["p1"], dev["p1"]], axis=1)
     w = fit_mixture_weights([np.stack([1 - ours_dev, ours_dev], 1), np.stack([1 - tfidf_dev, tfidf_dev], 1)], dev_soft)
     ens_p = w[0] * ours_p + w[1] * tfidf_p
     rows[f"ensemble (weights {w[0]:.2f}/{w[1]:.2f} on dev)"] = (_scores(ens_p, test), ours_seconds + tfidf_seconds)
 
-    print(f"   {'model':<40}{'CE':>8}{'macro-F1':>10}{'micro-F1':>10}{'train s':>9}")
+    print(f"   {'model':<46}{'CE':>8}{'macro-F1':>10}{'micro-F1':>10}{'train s':>9}")
     for name, (s, seconds) in rows.items():
-        print(f"   {name:<40}{s['ce']:>8.3f}{s['macro_f1']:>10.3f}{s['micro_f1']:>10.3f}{seconds:>9.1f}")
-    ours_s, plain_s = rows["psyattrs transformer, soft targets"][0], rows["plain fine-tune (mean pool, soft CE)"][0]
+        print(f"   {name:<46}{s['ce']:>8.3f}{s['macro_f1']:>10.3f}{s['micro_f1']:>10.3f}{seconds:>9.1f}")
+    ours_s, plain_s = rows[f"psyattrs transformer, soft targets, lr {lr:g}"][0], rows["plain fine-tune (mean pool, soft CE)"][0]
     print(f"   psyattrs vs plain fine-tune: CE {'better' if ours_s['ce'] < plain_s['ce'] else 'NOT better'}, "
           f"macro-F1 {'better' if ours_s['macro_f1'] > plain_s['macro_f1'] else 'NOT better'}")
     print(f"   peak memory of this process: {peak_kb() / 1024:.0f} MiB\n")
@@ -373,6 +373,8 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=800, help="MD-Agreement train items (0 = all 6592)")
     parser.add_argument("--test-limit", type=int, default=800, help="MD-Agreement test items (0 = all 3057)")
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--lr", type=float, default=5e-5,
+                        help="peak learning rate of the psyattrs transformer on MD-Agreement (warmup, then linear decay)")
     args = parser.parse_args()
     import torch
 
@@ -383,7 +385,7 @@ def main() -> None:
     if "B" in args.part:
         part_b(args.dialogues)
     if "C" in args.part:
-        part_c(args.limit or None, args.test_limit or None, args.epochs)
+        part_c(args.limit or None, args.test_limit or None, args.epochs, args.lr)
 
 
 if __name__ == "__main__":
