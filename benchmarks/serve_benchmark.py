@@ -99,7 +99,7 @@ def train_model(kind: str, dialogues: int, root: Path) -> tuple[str, str]:
 
 
 def sentence_pool(n: int = 4000) -> list[str]:
-    from psyattrs.data.synth import synthesize
+    from psyattrs.synth import synthesize
 
     texts = [t for t in synthesize(60, seed=11).utterances["text"].tolist() if t.strip()]
     return texts[:n]

@@ -1,4 +1,4 @@
-"""`psyattrs train CONFIG [--set key=value ...] [--quiet]`: train, score and track an experiment.
+"""`psyattrs train CONFIG [--set key=value ...] [--quiet] [--resume]`: train, score and track an experiment.
 
 Prints, per run, the per-head table (the model beside the majority floor and one labeler scored
 against the others, with a legend) and ends with the MLflow run id as the last line of standard
@@ -29,6 +29,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="override a config key (dotted, YAML value), e.g. --set targets.lambda=0.5; repeatable",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress display")
+    parser.add_argument(
+        "--resume", action="store_true",
+        help="transformer: continue an interrupted training from the last checkpoint in model.params.checkpoint_dir",
+    )
     parser.set_defaults(func=handler)
 
 
@@ -45,7 +49,8 @@ def handler(args: argparse.Namespace) -> int:
     from psyattrs.experiments.runner import resolved_message
     from psyattrs.reports.report import train  # trains and logs the run report (report/report.html)
 
-    config = load_config(args.config, args.overrides)
+    overrides = [*args.overrides, *(["model.params.resume=true"] if args.resume else [])]
+    config = load_config(args.config, overrides)
     results = []
     for member in expand_sweep(config):
         result = train(member, quiet=args.quiet)

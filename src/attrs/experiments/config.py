@@ -33,7 +33,7 @@ import yaml
 from psyattrs.errors import InputFileError
 from psyattrs.labels.aggregate import METHODS as RESOLVE_METHODS
 
-MODEL_KINDS = ("majority", "tfidf", "lightgbm")
+MODEL_KINDS = ("majority", "tfidf", "lightgbm", "transformer", "ensemble")
 SPLIT_BY = ("doc", "persona")
 DATA_FORMATS = ("auto", "annotated", "generic", "lewidi", "long")
 CLASS_WEIGHTS = (None, "balanced")
@@ -223,11 +223,14 @@ class ModelConfig:
     """The model and the options every kind has.
 
     Attributes:
-        kind: `majority`, `tfidf` or `lightgbm`.
+        kind: `majority`, `tfidf`, `lightgbm`, `transformer` or `ensemble`.
         params: kind-specific settings passed to `build_model` unchanged (checked there).
         class_weight: None or `balanced`.
         tune_thresholds: tune a per-head decision threshold on the validation split.
         calibration: None, `temperature` or `platt`.
+        backbone: transformer only: `scratch`, a checkpoint folder or a hub id; None = the
+            kind's default (`scratch`).
+        labeler_heads: transformer only: one output per labeler per head.
     """
 
     kind: str
@@ -235,6 +238,8 @@ class ModelConfig:
     class_weight: str | None
     tune_thresholds: bool
     calibration: str | None
+    backbone: str | None = None
+    labeler_heads: bool = False
 
     def __post_init__(self) -> None:
         _check_choice(self.kind, MODEL_KINDS, "model.kind")
@@ -247,6 +252,14 @@ class ModelConfig:
         if not isinstance(self.tune_thresholds, bool):
             _fail("model.tune_thresholds", f"must be true or false, got {self.tune_thresholds!r}")
         _check_choice(self.calibration, CALIBRATIONS, "model.calibration")
+        _check_optional_str(self.backbone, "model.backbone")
+        if not isinstance(self.labeler_heads, bool):
+            _fail("model.labeler_heads", f"must be true or false, got {self.labeler_heads!r}")
+        if self.kind != "transformer":
+            used = [k for k, on in (("model.backbone", self.backbone is not None),
+                                    ("model.labeler_heads", self.labeler_heads)) if on]
+            if used:
+                _fail(used[0], f"applies to model.kind transformer only, not {self.kind!r}")
 
     def settings(self, *, context_previous: int, seed: int) -> dict[str, Any]:
         """The keyword arguments of `build_model(kind, schema, **settings)`."""
@@ -257,6 +270,10 @@ class ModelConfig:
             "calibration": self.calibration,
             "seed": seed,
         }
+        if self.kind == "transformer":
+            common["labeler_heads"] = self.labeler_heads
+            if self.backbone is not None:
+                common["backbone"] = self.backbone
         clash = sorted(set(common) & set(self.params))
         if clash:
             _fail("model.params", f"{clash} are set by other config keys (context.previous, model.*, seed)")

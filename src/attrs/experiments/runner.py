@@ -369,6 +369,10 @@ class _Scored:
 
 def _fit_score(split: _Split, config: ExperimentConfig, schema: Schema, steps: _Steps) -> _Scored:
     model = _build(config, schema)
+    if hasattr(model, "metrics_callback"):  # models that report training curves (the transformer)
+        from psyattrs.experiments.tracking import training_metrics_logger
+
+        model.metrics_callback = training_metrics_logger()
     valid = (split.valid, _targets(split.valid, config, schema)) if split.valid is not None else None
     with steps.step(f"fit {config.model.kind} on {len(split.train)} sentences", spinner=False):
         start = time.perf_counter()

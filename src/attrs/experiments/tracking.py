@@ -46,7 +46,7 @@ import traceback
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 from urllib.parse import urlparse
 
 import numpy as np
@@ -263,6 +263,34 @@ class Run:
         return log_pyfunc_model(model, schema, example)
 
 
+class SilentRun(Run):
+    """The run of a process that is not rank 0 of a `torchrun` launch: it trains like the others
+    (data parallelism) but logs nothing, so that one launch makes one MLflow run."""
+
+    def log_metrics(self, metrics: Mapping[str, float], *, write_json: bool = True) -> None:
+        return None
+
+    def log_text(self, text: str, path: str) -> None:
+        return None
+
+    def log_dataset(self, df: pd.DataFrame, *, name: str, context: str, source: Any) -> None:
+        return None
+
+    def log_evaluation(self, table, schema, proba, predicted) -> None:
+        return None
+
+    def log_model(self, model: Any, schema: Schema, example: pd.DataFrame) -> str:
+        return ""
+
+
+def launch_rank() -> int:
+    """This process's rank in a `torchrun` / `torch.distributed` launch (RANK), 0 otherwise."""
+    try:
+        return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        return 0
+
+
 def predictions_frame(
     table: pd.DataFrame,
     schema: Schema,
@@ -340,18 +368,35 @@ def calibration_figure(table: pd.DataFrame, schema: Schema, proba: Mapping[str, 
     return fig
 
 
-def pip_requirements() -> list[str]:
-    """Pinned requirements of the pyfunc model (the installed versions of what it imports)."""
+def pip_requirements(model: Any = None) -> list[str]:
+    """Pinned requirements of the pyfunc model (the installed versions of what it imports): the
+    classical stack, plus the backend packages a model declares (`_packages`: torch, transformers
+    and tokenizers for a transformer, also inside an ensemble)."""
     from importlib.metadata import PackageNotFoundError, version
 
+    names = ["mlflow", "numpy", "pandas", "pyarrow", "scikit-learn", "scipy", "lightgbm", "pyyaml",
+             "kiwipiepy", "jieba"]
+    for part in [model, *getattr(model, "members_", [])]:
+        names += [p for p in getattr(part, "_packages", ()) if p not in names]
     out = []
-    for name in ("mlflow", "numpy", "pandas", "pyarrow", "scikit-learn", "scipy", "lightgbm", "pyyaml",
-                 "kiwipiepy", "jieba"):
+    for name in names:
         try:
             out.append(f"{name}=={version(name)}")
         except PackageNotFoundError:
             continue
     return out
+
+
+def training_metrics_logger() -> Callable[[Mapping[str, float], int], None]:
+    """A callback that logs a model's training metrics (per step, per epoch) into the active run
+    as `fit_<name>` at that step; models receive it as `metrics_callback` (models/ does not import
+    MLflow)."""
+    import mlflow
+
+    def log(metrics: Mapping[str, float], step: int) -> None:
+        mlflow.log_metrics({f"fit_{k}": float(v) for k, v in metrics.items()}, step=int(step))
+
+    return log
 
 
 def log_pyfunc_model(model: Any, schema: Schema, example: pd.DataFrame) -> str:
@@ -386,7 +431,7 @@ def log_pyfunc_model(model: Any, schema: Schema, example: pd.DataFrame) -> str:
                     artifacts={"model": str(folder), "schema": str(schema_path)},
                     signature=model_signature(schema),
                     input_example=example,
-                    pip_requirements=pip_requirements(),
+                    pip_requirements=pip_requirements(model),
                 )
         finally:
             pyfunc_logger.setLevel(level)
@@ -417,7 +462,8 @@ def start_run(
 ) -> Iterator[Run]:
     """Starts a run for `config` in its store and experiment; logs params, tags and `config.yaml`.
 
-    A top-level run (not `nested`) also points MLflow at the store for the whole block. On an
+    A top-level run (not `nested`) also points MLflow at the store for the whole block. Under
+    `torchrun`, processes of rank > 0 get a `SilentRun` that logs nothing (one launch, one run). On an
     exception the run gets `error.txt` (the traceback) and the tag `psyattrs.error`, ends FAILED,
     and the exception propagates.
 
@@ -433,6 +479,9 @@ def start_run(
     """
     import mlflow
 
+    if launch_rank() != 0:  # torchrun: only rank 0 tracks
+        yield SilentRun(run_id="", artifact_uri="", tracking_uri=resolve_tracking_uri(config.tracking.uri))
+        return
     with contextlib.ExitStack() as stack:
         stack.enter_context(quiet_mlflow(quiet))
         if not nested:

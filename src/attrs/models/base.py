@@ -52,6 +52,8 @@ KINDS: dict[str, str] = {
     "majority": "psyattrs.models.majority:MajorityModel",
     "tfidf": "psyattrs.models.tfidf:TfidfModel",
     "lightgbm": "psyattrs.models.gbm:LightGBMModel",
+    "transformer": "psyattrs.models.transformer.model:TransformerModel",
+    "ensemble": "psyattrs.models.ensemble:EnsembleModel",
 }
 _ROW_SUM_TOLERANCE = 1e-6
 
@@ -352,7 +354,10 @@ class MultiHeadModel(abc.ABC):
             valid_checked = check_targets(self.schema, valid[0], valid[1], what="valid targets")
         self.calibrators_, self.thresholds_, self.offsets_ = {}, {}, {}
         self.n_targets_ = {h: int((~np.isnan(t).all(axis=1)).sum()) for h, t in checked.items()}
+        # the prepared validation split, for backends that stop early on it (the transformer)
+        self._fit_valid = (valid_table, valid_checked) if valid is not None else None
         self._fit(prepared, checked, progress=progress)
+        self._fit_valid = None
         self._fitted = True
         if needs:
             self._fit_post(valid_table, valid_checked)
@@ -522,7 +527,7 @@ def build_model(kind: str, schema: Schema, **settings: Any) -> MultiHeadModel:
     """A new, unfitted model of a kind.
 
     Args:
-        kind: `majority`, `tfidf` or `lightgbm`.
+        kind: `majority`, `tfidf`, `lightgbm`, `transformer` or `ensemble`.
         schema: the heads to predict.
         **settings: the shared options (context_previous, class_weight, tune_thresholds,
             calibration, seed) and the kind's own settings (`kind_defaults`).

@@ -49,6 +49,9 @@ sentence in input order:
   The prediction columns are those the served model returns (`psyattrs.experiments.pyfunc`).
 - A dict per sentence: `doc_id`, `sent_id`, `position`, `speaker`, `is_pause`, `text` and `heads`:
   head -> {`class`, `name`, `probabilities` (list, index = class), `disagreement`}.
+- With `labelers=True` (a transformer trained with per-labeler heads, `model.labeler_heads`):
+  also `{head}_labeler{k}`, the class labeler k would give (in a dict: `labelers`: {k: class}
+  under each head), so one sees who would disagree.
 
 Pause rows (time-gap markers) are context; they get a row too, marked `is_pause`: their predictions
 carry no meaning.
@@ -322,6 +325,12 @@ def frame_to_dicts(frame: pd.DataFrame, schema: Schema) -> list[dict[str, Any]]:
             }
             for head in schema
         }
+        for head in schema:
+            per = [c for c in frame.columns if c.startswith(f"{head.name}_labeler")]
+            if per:
+                item["heads"][head.name]["labelers"] = {
+                    int(c.removeprefix(f"{head.name}_labeler")): int(columns[c][i]) for c in per
+                }
         out.append(item)
     return out
 
@@ -376,11 +385,13 @@ class Predictor:
 
         return [*ID_COLUMNS, *(c for head in self.schema for c in head_columns(head))]
 
-    def predict_table(self, table: pd.DataFrame) -> pd.DataFrame:
+    def predict_table(self, table: pd.DataFrame, *, labelers: bool = False) -> pd.DataFrame:
         """Predicts an utterance table (whole conversations; see `psyattrs.data.table`).
 
         Args:
             table: DataFrame with `doc_id` and `text`; optional columns as the table contract says.
+            labelers: add each labeler's predicted class (`{head}_labeler{k}`; models with
+                per-labeler heads only, else ValueError).
 
         Returns:
             The output DataFrame (`output_columns`), one row per table row, same index.
@@ -403,9 +414,16 @@ class Predictor:
             "is_pause": normal["is_pause"],
             "text": normal["text"],
         }
+        if labelers and not getattr(self.model, "labelers_", None):
+            raise ValueError("labelers=True needs a transformer trained with per-labeler heads (model.labeler_heads)")
         if len(normal):
             out.update(prediction_columns(self.model, self.schema, normal))
             frame = pd.DataFrame(out, columns=self.output_columns)
+            if labelers:
+                per = self.model.predict_labelers(normal)
+                for head in self.schema:
+                    for k in self.model.labelers_:
+                        frame[f"{head.name}_labeler{k}"] = per[f"labeler{k}_{head.name}"].to_numpy()
         else:
             frame = self._empty()
         frame.index = index
@@ -419,12 +437,13 @@ class Predictor:
         frame = pd.DataFrame({c: pd.Series([], dtype=dtypes.get(c, "float64")) for c in self.output_columns})
         return frame
 
-    def predict(self, inputs: Any, *, as_dicts: bool = False) -> "pd.DataFrame | list[dict[str, Any]]":
+    def predict(self, inputs: Any, *, as_dicts: bool = False, labelers: bool = False) -> "pd.DataFrame | list[dict[str, Any]]":
         """Predicts every head for every sentence of `inputs`.
 
         Args:
             inputs: any accepted input (see the module docstring).
             as_dicts: return plain dicts instead of a DataFrame.
+            labelers: add each labeler's predicted class (see the module docstring).
 
         Returns:
             The DataFrame described in the module docstring (`output_columns`), or a list of dicts.
@@ -436,7 +455,7 @@ class Predictor:
         table = inputs_to_table(inputs)
         if not isinstance(inputs, pd.DataFrame):
             table = table.reset_index(drop=True)
-        frame = self.predict_table(table)
+        frame = self.predict_table(table, labelers=labelers)
         return frame_to_dicts(frame, self.schema) if as_dicts else frame
 
 

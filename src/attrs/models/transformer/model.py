@@ -1,0 +1,365 @@
+"""The multi-head transformer behind the `MultiHeadModel` interface (kind `transformer`).
+
+An encoder (`backbone`: `scratch`, a local checkpoint folder or a hub id, see `backbone.py`) reads
+each sentence with its dialogue context (`inputs.build_inputs`, the same function in training and
+prediction); one head per schema head on the pooled target span (`network.py`), trained on the
+mixed final/soft targets with the masked loss of `loss.py` by the loop of `training.py`.
+
+Settings (`model.params`, plus `model.backbone` and `model.labeler_heads` of the config):
+- `backbone`: `scratch` (default), a checkpoint folder or a hub id.
+- `labeler_heads`: one output per labeler per head, each trained on that labeler's own labels
+  (`labeler{k}_{head}` columns of the training table); predictions are the labelers' mean
+  distribution and `predict_labelers` gives each labeler's predicted class. Refused for more than
+  `max_labelers` labelers (corpora with hundreds of annotators: train on their soft distribution,
+  `targets.lambda` < 1, instead).
+- `ordinal`: head names that get a cumulative-link (CORAL) head instead of a softmax.
+- `head_weights`: head -> loss weight (default 1).
+- scratch encoder shape (ignored for a pretrained backbone): `hidden_size`, `layers`,
+  `attention_heads`, `intermediate_size`, `vocab_size`.
+- input: `max_length` (tokens, context included), `speaker_roles`.
+- optimisation: `epochs`, `batch_size`, `learning_rate` (null = 5e-4 scratch, 5e-5 pretrained),
+  `weight_decay`, `warmup_ratio`, `max_grad_norm`, `grad_accumulation`, `patience`, `dropout`,
+  `checkpoint_dir` (null = no checkpoints), `resume`, `log_every`.
+- `device`: `auto` (CUDA when present, else CPU), `cpu` or `cuda`.
+- prediction: `predict_batch_size`, `quantize` (dynamic int8 on CPU for the encoder's linear layers).
+
+The saved folder holds `model.json`, `encoder/` (the fine-tuned encoder and tokenizer as a
+checkpoint folder `from_pretrained` reads) and `heads.safetensors`.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from psyattrs.data.table import labeler_ids
+from psyattrs.models.base import MultiHeadModel, class_weight_vector
+
+HEAD_FILE = "heads.safetensors"
+ENCODER_DIR = "encoder"
+DEVICES = ("auto", "cpu", "cuda")
+
+_LABELER_COLUMN_PREFIX = "labeler"
+
+
+def _join_process_group(device) -> None:
+    """Under torchrun (WORLD_SIZE > 1), joins the process group once: NCCL on CUDA, gloo on CPU."""
+    import torch.distributed as dist
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and dist.is_available() and not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+
+
+class TransformerModel(MultiHeadModel):
+    """Multi-head transformer (see the module docstring)."""
+
+    kind = "transformer"
+    kind_defaults = {
+        "backbone": "scratch",
+        "labeler_heads": False,
+        "max_labelers": 20,
+        "ordinal": [],
+        "head_weights": {},
+        "hidden_size": 128,
+        "layers": 2,
+        "attention_heads": 4,
+        "intermediate_size": 256,
+        "vocab_size": 8000,
+        "max_length": 128,
+        "speaker_roles": True,
+        "epochs": 3,
+        "batch_size": 16,
+        "learning_rate": None,
+        "weight_decay": 0.01,
+        "warmup_ratio": 0.1,
+        "max_grad_norm": 1.0,
+        "grad_accumulation": 1,
+        "patience": 2,
+        "dropout": 0.1,
+        "checkpoint_dir": None,
+        "resume": False,
+        "log_every": 10,
+        "device": "auto",
+        "predict_batch_size": 64,
+        "quantize": False,
+    }
+    _packages = ("numpy", "pandas", "scikit-learn", "torch", "transformers", "tokenizers", "safetensors")
+
+    def __init__(self, schema, **settings: Any):
+        super().__init__(schema, **settings)
+        self.metrics_callback: Callable[[dict[str, float], int], None] | None = None
+        self.history_: dict[str, Any] = {}
+        self.labelers_: list[int] = []
+        self._network = None
+        self._tokenizer = None
+        self._quantized = None
+
+    # -- settings ---------------------------------------------------------------------------
+
+    def _check_params(self) -> None:
+        p = self.params
+        if not isinstance(p["backbone"], str) or not p["backbone"].strip():
+            raise ValueError(f"backbone must be 'scratch', a checkpoint folder or a hub id, got {p['backbone']!r}")
+        for name in ("labeler_heads", "speaker_roles", "resume", "quantize"):
+            if not isinstance(p[name], (bool, np.bool_)):
+                raise ValueError(f"{name} must be true or false, got {p[name]!r}")
+        ints = {"max_labelers": 1, "hidden_size": 8, "layers": 1, "attention_heads": 1, "intermediate_size": 8,
+                "vocab_size": 100, "max_length": 8, "epochs": 1, "batch_size": 1, "grad_accumulation": 1,
+                "patience": 1, "log_every": 1, "predict_batch_size": 1}
+        for name, low in ints.items():
+            v = p[name]
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+        if p["hidden_size"] % p["attention_heads"]:
+            raise ValueError(f"hidden_size ({p['hidden_size']}) must be a multiple of attention_heads ({p['attention_heads']})")
+        floats = {"weight_decay": (0, 1), "warmup_ratio": (0, 1), "max_grad_norm": (0, 1e6), "dropout": (0, 0.9)}
+        for name, (low, high) in floats.items():
+            v = p[name]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not low <= v <= high:
+                raise ValueError(f"{name} must be a number in [{low}, {high}], got {v!r}")
+        lr = p["learning_rate"]
+        if lr is not None and (isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < 1):
+            raise ValueError(f"learning_rate must be null or a number in (0, 1), got {lr!r}")
+        if p["device"] not in DEVICES:
+            raise ValueError(f"device {p['device']!r} is not one of {list(DEVICES)}")
+        if p["checkpoint_dir"] is not None and not isinstance(p["checkpoint_dir"], str):
+            raise ValueError(f"checkpoint_dir must be null or a folder, got {p['checkpoint_dir']!r}")
+        if p["resume"] and p["checkpoint_dir"] is None:
+            raise ValueError("resume needs checkpoint_dir: the folder the interrupted run wrote its checkpoints to")
+        names = self.schema.head_names
+        ordinal = p["ordinal"]
+        if not isinstance(ordinal, (list, tuple)) or any(h not in names for h in ordinal):
+            raise ValueError(f"ordinal must be a list of head names out of {names}, got {ordinal!r}")
+        if p["labeler_heads"] and ordinal:
+            raise ValueError("labeler_heads and ordinal heads do not combine; choose one")
+        weights = p["head_weights"]
+        if not isinstance(weights, dict) or any(h not in names for h in weights) or any(
+            isinstance(w, bool) or not isinstance(w, (int, float)) or w < 0 for w in weights.values()
+        ):
+            raise ValueError(f"head_weights must map head names out of {names} to numbers >= 0, got {weights!r}")
+
+    @property
+    def is_scratch(self) -> bool:
+        return self.params["backbone"] == "scratch"
+
+    def _device(self):
+        import torch
+
+        wanted = self.params["device"]
+        if wanted == "cuda" and not torch.cuda.is_available():
+            raise ValueError("device is 'cuda' but torch sees no CUDA device; use device: auto")
+        if wanted == "auto":
+            wanted = "cuda" if torch.cuda.is_available() else "cpu"
+        if wanted == "cuda" and "LOCAL_RANK" in os.environ:
+            return torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        return torch.device(wanted)
+
+    def _head_specs(self) -> dict[str, tuple[str, int]]:
+        kind = "labelers" if self.params["labeler_heads"] else "linear"
+        return {h.name: ("ordinal" if h.name in self.params["ordinal"] else kind, h.n_classes) for h in self.schema}
+
+    # -- data ---------------------------------------------------------------------------------
+
+    def _encode(self, table: pd.DataFrame):
+        from psyattrs.models.transformer.inputs import build_inputs
+
+        return build_inputs(table, self._tokenizer, previous=self.context_previous,
+                            max_length=self.params["max_length"], speaker_roles=self.params["speaker_roles"])
+
+    def _labeler_labels(self, table: pd.DataFrame) -> dict[str, np.ndarray]:
+        """head -> (n, L) float labels of `labelers_` (NaN where a labeler gave none)."""
+        out = {}
+        for head in self.schema:
+            matrix = np.full((len(table), len(self.labelers_)), np.nan)
+            for j, k in enumerate(self.labelers_):
+                col = f"{_LABELER_COLUMN_PREFIX}{k}_{head.name}"
+                if col in table.columns:
+                    values = pd.to_numeric(table[col], errors="coerce").to_numpy(dtype=float)
+                    bad = ~np.isnan(values) & ~np.isin(values, head.values)
+                    if bad.any():
+                        raise ValueError(f"column {col!r}: rows {np.flatnonzero(bad)[:5].tolist()} hold classes "
+                                         f"outside {list(head.values)}")
+                    matrix[:, j] = values
+            out[head.name] = matrix
+        return out
+
+    def _train_data(self, table: pd.DataFrame, targets: dict[str, np.ndarray]):
+        from psyattrs.models.transformer.training import TrainData
+
+        labels = self._labeler_labels(table) if self.params["labeler_heads"] else {}
+        return TrainData(self._encode(table), targets, labels)
+
+    # -- fit ----------------------------------------------------------------------------------
+
+    def _build_network(self, table: pd.DataFrame, work: Path):
+        import torch
+
+        from psyattrs.models.transformer.backbone import load_encoder, scratch_encoder
+        from psyattrs.models.transformer.network import MultiHeadNetwork
+
+        shared = self.params["checkpoint_dir"] and int(os.environ.get("RANK", "0")) == 0
+        folder = Path(self.params["checkpoint_dir"]) / ENCODER_DIR if shared else work / ENCODER_DIR
+        if self.is_scratch:
+            if not (self.params["resume"] and (folder / "config.json").is_file()):
+                shape = {k: self.params[k] for k in ("hidden_size", "layers", "attention_heads", "intermediate_size", "vocab_size")}
+                scratch_encoder(table["text"].tolist(), folder, max_length=self.params["max_length"], shape=shape,
+                                seed=self.seed)
+            source = folder
+        else:
+            source = self.params["backbone"]
+        self._tokenizer, encoder = load_encoder(source)
+        limit = getattr(encoder.config, "max_position_embeddings", None)
+        if limit is not None and self.params["max_length"] > limit:
+            raise ValueError(f"max_length {self.params['max_length']} exceeds the encoder's {limit} positions")
+        with torch.random.fork_rng():
+            torch.manual_seed(self.seed)
+            self._network = MultiHeadNetwork(encoder, self._head_specs(), n_labelers=len(self.labelers_),
+                                             dropout=self.params["dropout"])
+
+    def _fit(self, table: pd.DataFrame, targets: dict[str, np.ndarray], *, progress: bool) -> None:
+        import torch
+
+        from psyattrs.models.transformer.training import TrainSettings, train_network
+
+        if self.params["labeler_heads"]:
+            self.labelers_ = labeler_ids(table.columns, self.schema.head_names)
+            if not self.labelers_:
+                raise ValueError("labeler_heads needs the labelers' columns labeler{k}_{head} in the training table; "
+                                 "it has none")
+            if len(self.labelers_) > self.params["max_labelers"]:
+                raise ValueError(
+                    f"the training table has {len(self.labelers_)} labelers; per-labeler heads are for corpora with "
+                    f"a few labelers (max_labelers = {self.params['max_labelers']}). With many annotators train on "
+                    "their soft distribution instead (labeler_heads: false, targets.lambda < 1)"
+                )
+        torch.manual_seed(self.seed)
+        device = self._device()
+        valid = getattr(self, "_fit_valid", None)
+        with tempfile.TemporaryDirectory(prefix="psyattrs-encoder-") as work:
+            self._build_network(table, Path(work))
+            _join_process_group(device)  # after the encoder folder is written: transformers saves on rank 0 only
+            train_data = self._train_data(table, targets)
+            valid_data = self._train_data(*valid) if valid is not None and len(valid[0]) else None
+            lr = self.params["learning_rate"] or (5e-4 if self.is_scratch else 5e-5)
+            settings = TrainSettings(
+                epochs=self.params["epochs"], batch_size=self.params["batch_size"], learning_rate=float(lr),
+                weight_decay=self.params["weight_decay"], warmup_ratio=self.params["warmup_ratio"],
+                max_grad_norm=self.params["max_grad_norm"], grad_accumulation=self.params["grad_accumulation"],
+                patience=self.params["patience"], seed=self.seed, checkpoint_dir=self.params["checkpoint_dir"],
+                resume=self.params["resume"], log_every=self.params["log_every"],
+                fingerprint={"settings": {k: v for k, v in self.settings.items() if k != "resume"},
+                             "rows": len(table), "texts": int(pd.util.hash_pandas_object(table["text"], index=False).sum() % (2**61))},
+            )
+            class_weights = {
+                h: torch.tensor(class_weight_vector(targets[h], self.class_weight), dtype=torch.float32, device=device)
+                if self.class_weight else None
+                for h in self.schema.head_names
+            }
+            self.history_ = train_network(
+                self._network, train_data, valid_data, settings, device,
+                head_weights={h: float(w) for h, w in self.params["head_weights"].items()},
+                class_weights=class_weights, progress=progress, callback=self.metrics_callback,
+            )
+        self._network.eval()
+        self._quantized = None
+
+    # -- predict ------------------------------------------------------------------------------
+
+    def _inference_network(self):
+        import torch
+
+        if not self.params["quantize"] or self._device().type != "cpu":
+            return self._network
+        if self._quantized is None:
+            from psyattrs.models.transformer.quantize import quantize_dynamic
+
+            self._network.to("cpu")
+            self._quantized = quantize_dynamic(self._network)
+        return self._quantized
+
+    def _forward_all(self, table: pd.DataFrame) -> list[tuple[np.ndarray, dict[str, Any]]]:
+        import torch
+
+        from psyattrs.models.transformer.inputs import collate, length_sorted_batches
+
+        network = self._inference_network()
+        device = torch.device("cpu") if network is self._quantized else self._device()
+        network.to(device)
+        network.eval()
+        encoded = self._encode(table)
+        out = []
+        with torch.inference_mode():
+            for rows in length_sorted_batches(encoded.lengths, self.params["predict_batch_size"]):
+                batch = {k: torch.from_numpy(v).to(device) for k, v in collate(encoded, rows).items()}
+                out.append((rows, network(**batch)))
+        return out
+
+    def _predict_raw(self, table: pd.DataFrame) -> dict[str, np.ndarray]:
+        proba = {h.name: np.zeros((len(table), h.n_classes)) for h in self.schema}
+        for rows, outputs in self._forward_all(table):
+            for name, p in self._network.probabilities(outputs).items():
+                proba[name][rows] = p.double().cpu().numpy()
+        return {h: np.clip(p, 1e-12, None) for h, p in proba.items()}
+
+    def predict_labelers(self, table: pd.DataFrame) -> pd.DataFrame:
+        """Each labeler's predicted class (only with `labeler_heads`).
+
+        Returns:
+            DataFrame indexed like `table`, int64 columns `labeler{k}_{head}` for every training
+            labeler k and head, in schema order then labeler order.
+
+        Raises:
+            ValueError: the model has no labeler heads.
+        """
+        from psyattrs.features.context import prepare_table
+
+        self._check_fitted()
+        if not self.params["labeler_heads"]:
+            raise ValueError("this model has no per-labeler heads (train it with labeler_heads: true)")
+        prepared = prepare_table(table)
+        columns = {f"{_LABELER_COLUMN_PREFIX}{k}_{h}": np.zeros(len(prepared), dtype=np.int64)
+                   for h in self.schema.head_names for k in self.labelers_}
+        if len(prepared):
+            for rows, outputs in self._forward_all(prepared):
+                for h in self.schema.head_names:
+                    classes = outputs[h].argmax(dim=-1).cpu().numpy()  # (B, L)
+                    for j, k in enumerate(self.labelers_):
+                        columns[f"{_LABELER_COLUMN_PREFIX}{k}_{h}"][rows] = classes[:, j]
+        return pd.DataFrame(columns, index=table.index)
+
+    # -- save / load --------------------------------------------------------------------------
+
+    def _save_state(self, folder: Path) -> dict[str, Any]:
+        from safetensors.torch import save_file
+
+        from psyattrs.models.transformer.backbone import save_encoder
+
+        save_encoder(self._tokenizer, self._network.encoder, folder / ENCODER_DIR)
+        heads = {k: v.detach().cpu().contiguous() for k, v in self._network.heads.state_dict().items()}
+        save_file(heads, str(folder / HEAD_FILE))
+        return {"labelers": self.labelers_, "history": self.history_, "encoder": ENCODER_DIR, "heads": HEAD_FILE}
+
+    def _load_state(self, folder: Path, state: dict[str, Any]) -> None:
+        from safetensors.torch import load_file
+
+        from psyattrs.models.transformer.backbone import load_encoder
+        from psyattrs.models.transformer.network import MultiHeadNetwork
+
+        self.labelers_ = [int(k) for k in state.get("labelers", [])]
+        self.history_ = dict(state.get("history", {}))
+        encoder_dir = folder / state.get("encoder", ENCODER_DIR)
+        if not (encoder_dir / "config.json").is_file():
+            raise FileNotFoundError(2, "missing", str(encoder_dir / "config.json"))
+        head_file = folder / state.get("heads", HEAD_FILE)
+        if not head_file.is_file():
+            raise FileNotFoundError(2, "missing", str(head_file))
+        self._tokenizer, encoder = load_encoder(encoder_dir)
+        self._network = MultiHeadNetwork(encoder, self._head_specs(), n_labelers=len(self.labelers_),
+                                         dropout=self.params["dropout"])
+        self._network.heads.load_state_dict(load_file(str(head_file)))
+        self._network.eval()

@@ -1,0 +1,107 @@
+"""The encoder and its heads: one output per schema head on the pooled target span.
+
+`MultiHeadNetwork` wraps any `transformers` encoder (`AutoModel`): the mean of the last hidden
+states over the target span (`inputs.collate`'s `target_mask`, the context's tokens excluded)
+feeds one head per schema head:
+
+- `linear`: K logits;
+- `labelers`: L x K logits, one distribution per labeler (Davani et al. 2022, multi-task); the
+  head's probabilities are the labelers' mean distribution;
+- `ordinal`: a cumulative-link (CORAL-style) head: one score s and K-1 ordered cut points b_k
+  (b_0 free, the others b_0 - cumsum(softplus(d))), P(y > k) = sigmoid(s + b_k); the ordering
+  makes every class probability non-negative.
+
+Encoders are built and loaded only through `from_pretrained` on a folder (`backbone.py`).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+HEAD_TYPES = ("linear", "labelers", "ordinal")
+
+
+class OrdinalHead(nn.Module):
+    """Cumulative-link head: scores (B, K-1) of P(y > k) as logits, rank-consistent."""
+
+    def __init__(self, hidden: int, n_classes: int):
+        super().__init__()
+        self.score = nn.Linear(hidden, 1, bias=False)
+        self.first = nn.Parameter(torch.zeros(1))
+        self.gaps = nn.Parameter(torch.zeros(n_classes - 2))
+
+    def cut_points(self) -> torch.Tensor:
+        return torch.cat([self.first, self.first - torch.cumsum(nn.functional.softplus(self.gaps), 0)])
+
+    def forward(self, pooled: torch.Tensor) -> torch.Tensor:
+        return self.score(pooled) + self.cut_points()[None, :]
+
+
+def ordinal_probabilities(cumulative_logits: torch.Tensor) -> torch.Tensor:
+    """Class probabilities (B, K) from P(y > k) logits (B, K-1)."""
+    above = torch.sigmoid(cumulative_logits)
+    ones = torch.ones_like(above[:, :1])
+    zeros = torch.zeros_like(above[:, :1])
+    upper = torch.cat([ones, above], dim=1)
+    lower = torch.cat([above, zeros], dim=1)
+    return (upper - lower).clamp_min(0.0)
+
+
+class MultiHeadNetwork(nn.Module):
+    """Encoder + pooled target span + heads.
+
+    Args:
+        encoder: a `transformers.PreTrainedModel` returning `last_hidden_state`.
+        heads: head name -> (type, number of classes), type one of `HEAD_TYPES`.
+        n_labelers: outputs per `labelers` head.
+        dropout: dropout on the pooled vector.
+    """
+
+    def __init__(self, encoder: nn.Module, heads: dict[str, tuple[str, int]], *, n_labelers: int = 0,
+                 dropout: float = 0.1):
+        super().__init__()
+        self.encoder = encoder
+        self.head_specs = dict(heads)
+        self.n_labelers = int(n_labelers)
+        hidden = int(encoder.config.hidden_size)
+        self.dropout = nn.Dropout(dropout)
+        layers = {}
+        for name, (kind, k) in heads.items():
+            if kind == "linear":
+                layers[name] = nn.Linear(hidden, k)
+            elif kind == "labelers":
+                layers[name] = nn.Linear(hidden, self.n_labelers * k)
+            elif kind == "ordinal":
+                layers[name] = OrdinalHead(hidden, k)
+            else:
+                raise ValueError(f"head type {kind!r} is not one of {list(HEAD_TYPES)}")
+        self.heads = nn.ModuleDict(layers)
+
+    def pooled(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, target_mask: torch.Tensor) -> torch.Tensor:
+        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        weights = target_mask.to(hidden.dtype).unsqueeze(-1)
+        return (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp_min(1.0)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, target_mask: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Head name -> raw outputs: logits (B, K), labeler logits (B, L, K) or cumulative
+        logits (B, K-1)."""
+        pooled = self.dropout(self.pooled(input_ids, attention_mask, target_mask))
+        out = {}
+        for name, (kind, k) in self.head_specs.items():
+            z = self.heads[name](pooled)
+            out[name] = z.view(z.shape[0], self.n_labelers, k) if kind == "labelers" else z
+        return out
+
+    def probabilities(self, outputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Head name -> class probabilities (B, K) from `forward`'s outputs."""
+        probs = {}
+        for name, (kind, _) in self.head_specs.items():
+            z = outputs[name].float()
+            if kind == "linear":
+                probs[name] = torch.softmax(z, dim=-1)
+            elif kind == "labelers":
+                probs[name] = torch.softmax(z, dim=-1).mean(dim=1)
+            else:
+                probs[name] = ordinal_probabilities(z)
+        return probs
