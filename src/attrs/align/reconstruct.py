@@ -204,6 +204,8 @@ def align_public(
             aligner.switch.fit(counts["change"], counts["change_weight"])
             if aligner.run is not None:
                 aligner.run.fit(counts["run_leave"], counts["run_stay"])
+            if aligner.coherence is not None:
+                aligner.coherence.fit(counts["coherence"])
         history.append(_round_summary(it, changed, moved, fits, convs, align_seconds, time.perf_counter() - started))
         if done:
             break
