@@ -31,6 +31,12 @@ SIG = {"strange": 1, "uneasy": 1, "engage": 0, "active": 0, "self": 0, "empathy"
 FAST = dict(model_kind="majority", iterations=1)
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    """`data align` and training share an alignment cache: each test gets its own."""
+    monkeypatch.setenv("PSYATTRS_CACHE", str(tmp_path / "cache"))
+
+
 # ----------------------------------------------------------------------------------------------
 # the DP against brute force
 

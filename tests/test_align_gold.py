@@ -18,7 +18,7 @@ from psyattrs.cli import main
 from psyattrs.data.opela import read_public
 from psyattrs.errors import InputFileError
 
-from test_align import FAST, _public
+from test_align import FAST, _own_cache, _public  # noqa: F401 (_own_cache: autouse fixture)
 
 
 def _gold(tmp_path, doc: str, readings: dict[str, list[str]], uncertain: dict[str, list[str]] | None = None):
@@ -160,3 +160,25 @@ def test_show_aligned_marks_where_the_gold_order_differs(tmp_path, capsys):
     assert text.count("readers put it after 0 persona line(s)") == wrong
     assert main(["data", "show-aligned", str(out), "--doc", CONV["doc_id"], "--gold", str(tmp_path / "none")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_data_align_and_training_share_one_cache(tmp_path, capsys):
+    from psyattrs.align import aligned_corpus
+    from psyattrs.align.reconstruct import cache_entry
+
+    path = _public(tmp_path, [CONV])
+    out = tmp_path / "a.csv"
+    args = ["data", "align", str(path), "--out", str(out), "--model-kind", "majority", "--iterations", "1"]
+    assert main(args) == 0
+    first = capsys.readouterr()
+    assert "from the alignment cache" not in first.out
+    assert "align round 0 of at most 1: 1 conversations, priors only" in first.err  # one line per round
+    entry = cache_entry(read_public(path), AlignSettings(model_kind="majority", iterations=1))
+    assert (entry / "aligned.csv").read_text(encoding="utf-8") == out.read_text(encoding="utf-8")
+    assert main(args + ["--report", str(tmp_path / "r.jsonl")]) == 0
+    again = capsys.readouterr()
+    assert f"from the alignment cache: {entry}" in again.out and "align round" not in again.err
+    assert (tmp_path / "r.jsonl").read_text(encoding="utf-8") == (entry / "report.jsonl").read_text(encoding="utf-8")
+    corpus = aligned_corpus(read_public(path), settings=AlignSettings(model_kind="majority", iterations=1))
+    assert "align round" not in capsys.readouterr().err  # training found the same entry
+    assert len(corpus.utterances) == len(pd.read_csv(out))

@@ -75,8 +75,11 @@ def _writable(path: str, what: str) -> None:
 
 def align_handler(args: argparse.Namespace) -> int:
     """Runs `data align`; returns the exit code."""
+    import shutil
+
     from psyattrs.data import load_corpus
-    from psyattrs.align import align_public, write_aligned, write_report
+    from psyattrs.align import AlignSettings, align_public, write_aligned, write_report
+    from psyattrs.align.reconstruct import cached_alignment
     from psyattrs.serving.predict import Predictor
 
     _writable(args.out, "output")
@@ -87,22 +90,36 @@ def align_handler(args: argparse.Namespace) -> int:
                           ("max_lines", args.max_lines), ("seed", args.seed)) if v is not None
     }
     corpus = load_corpus(args.path, format="public", schema=args.schema)
-    label_model = None if args.label_model is None else Predictor(args.label_model, tracking_uri=args.tracking_uri)
-    result = align_public(corpus, progress=not args.quiet, label_model=label_model, **overrides)
-    write_aligned(result, args.out)
-    report = result.report
+    if args.label_model is None:  # the cache `psyattrs train` on the same file uses
+        import pandas as pd
+
+        folder, result = cached_alignment(corpus, settings=AlignSettings(**overrides), progress=not args.quiet)
+        if result is None:
+            shutil.copyfile(folder / "aligned.csv", args.out)
+            table = pd.read_csv(args.out, usecols=["align_confidence"])
+            report = pd.read_json(folder / "report.jsonl", lines=True, dtype={"doc_id": str})
+            history = pd.read_csv(folder / "history.csv")
+            print(f"(from the alignment cache: {folder})")
+        else:
+            write_aligned(result, args.out)
+            table, report, history = result.utterances, result.report, result.history
+    else:
+        label_model = Predictor(args.label_model, tracking_uri=args.tracking_uri)
+        result = align_public(corpus, progress=not args.quiet, label_model=label_model, **overrides)
+        write_aligned(result, args.out)
+        table, report, history = result.utterances, result.report, result.history
     aligned = report[report["status"] == "aligned"]
     print(f"{len(aligned)} of {len(report)} conversation(s) aligned; {len(report) - len(aligned)} set aside")
-    print(f"{len(result.utterances)} sentence row(s) written to {args.out}")
+    print(f"{len(table)} sentence row(s) written to {args.out}")
     if len(aligned):
         counted = int((aligned["mode"] == "pauses counted").sum())
-        conf = result.utterances["align_confidence"]
+        conf = table["align_confidence"]
         print(
             f"pause treatment: {counted} counted, {len(aligned) - counted} not counted; merged lines: "
             f"{int(aligned['merged_lines'].sum())}; mean confidence {conf.mean():.3f}, "
             f"{(conf >= 0.9).mean():.1%} of sentences >= 0.9"
         )
-    h = result.history
+    h = history
     rounds = ", ".join(
         f"{int(r.iteration)}: " + ("-" if math.isnan(r.changed) else f"{r.changed:.1%} / {r.moved:.1%}")
         for r in h.itertuples()
@@ -111,7 +128,10 @@ def align_handler(args: argparse.Namespace) -> int:
     for _, r in report[report["status"] != "aligned"].head(5).iterrows():
         print(f"  set aside: {r['doc_id']}: {r['reason']}")
     if args.report:
-        write_report(result, args.report)
+        if result is None:
+            shutil.copyfile(folder / "report.jsonl", args.report)
+        else:
+            write_report(result, args.report)
         print(f"report: {len(report)} conversation line(s) written to {args.report}")
     return 0 if len(aligned) else 1
 
