@@ -182,3 +182,39 @@ def test_data_align_and_training_share_one_cache(tmp_path, capsys):
     corpus = aligned_corpus(read_public(path), settings=AlignSettings(model_kind="majority", iterations=1))
     assert "align round" not in capsys.readouterr().err  # training found the same entry
     assert len(corpus.utterances) == len(pd.read_csv(out))
+
+
+def test_exact_turns_reaches_the_turn_count_where_it_can(tmp_path):
+    # five one-line messages each; total_turn says 2 exchanges (4 runs): the lines allow it
+    conv = dict(doc_id="donut_u5_2_6", persona="그렇구나\n좋아", user="안녕\n오늘 뭐 해?\n나는 산책\n너는?", turns=2,
+                labels=["s", "s", "q", "s", "q", "s"])
+    corpus = read_public(_public(tmp_path, [conv]))
+    shaped = align_public(corpus, turn_shape=8.0, exact_turns=True, **FAST)
+    kinds = shaped.utterances["person_type"].tolist()
+    runs = 1 + sum(a != b for a, b in zip(kinds, kinds[1:]))
+    assert runs == 4 and kinds[0] == "user" and kinds[-1] == "persona"
+    assert shaped.report["speaker_runs"].iloc[0] == 4
+    with pytest.raises(ValueError, match="exact_turns"):
+        AlignSettings(exact_turns=1)
+
+
+def test_match_runs_moves_the_change_shift_until_the_runs_match(tmp_path):
+    from psyattrs.align.classifier import PriorScorer
+    from psyattrs.align.conversations import read_conversations
+    from psyattrs.align.rounds import Aligner
+
+    conv = dict(doc_id="donut_u6_3_8", persona="그렇구나\n좋아\n응\n그래", user="안녕\n오늘 뭐 해?\n나는 산책\n너는?", turns=3,
+                labels=["s"] * 8)
+    corpus = read_public(_public(tmp_path, [conv]))
+    convs, _ = read_conversations(corpus)
+    aligner = Aligner(convs, corpus.schema, AlignSettings(turn_shape=8.0, model_kind="majority"))
+    logp = PriorScorer(corpus.schema, aligner.all_labels, len(aligner.cands)).log_proba()
+    aligner.tilt[0] = -6.0  # far too few changes
+    fit = aligner.align_one(0, logp, aligner.priors0, decode=True)
+    before = aligner.speaker_runs(fit)
+    assert before < 6
+    matched = aligner.match_runs(0, fit, logp, aligner.priors0, tries=8)
+    # text-free and label-free, every change is alike: the runs jump from fewest to most, and the
+    # closest reading is kept
+    assert abs(aligner.speaker_runs(matched) - 6) < abs(before - 6) and aligner.tilt[0] > -6.0
+    assert matched.confidence is not None and len(matched.confidence) == 8

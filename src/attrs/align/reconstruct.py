@@ -189,6 +189,8 @@ def align_public(
         done = last or (it > 0 and min(changed, moved) <= s.min_change) or not convs
         if done:  # the best readings of the final scores
             fits = [aligner.decode(ci, f, logp, priors) for ci, f in enumerate(fits)]
+            if s.exact_turns:
+                fits = [aligner.match_runs(ci, f, logp, priors) for ci, f in enumerate(fits)]
         align_seconds = time.perf_counter() - started
         if keep_history:
             snapshots.append(utterance_table(convs, fits, schema))

@@ -305,6 +305,41 @@ class Aligner:
         fit.path = dp.viterbi(lat)
         fit.confidence = np.array([step_posterior(fit.post, st) for st in fit.path.steps]) * fit.mode_prob
 
+    @staticmethod
+    def speaker_runs(fit: Fit) -> int:
+        """Persona/user runs of a fit's best reading (pauses left out)."""
+        kinds = [st.kind for st in fit.path.steps if st.kind in (lattice.PERSONA, lattice.USER)]
+        return 1 + sum(a != b for a, b in zip(kinds, kinds[1:])) if kinds else 0
+
+    def match_runs(self, ci: int, fit: Fit | None, logp: dict[str, np.ndarray], priors: Priors, tries: int = 6) -> Fit | None:
+        """The fit whose best reading has runs_per_turn x total_turn speaker runs, found by
+        bisection on the conversation's change shift (`AlignSettings.exact_turns`); the closest
+        when none of the tries reaches it (ties: the unshifted fit)."""
+        c = self.convs[ci]
+        if fit is None or fit.path is None or not np.isfinite(c.total_turn):
+            return fit
+        target = int(round(self.settings.runs_per_turn * c.total_turn))
+        base = float(self.tilt[ci])
+        best, best_gap, best_tilt = fit, abs(self.speaker_runs(fit) - target), base
+        lo, hi = (base, max(base, 8.0)) if self.speaker_runs(fit) < target else (min(base, -8.0), base)
+        for _ in range(tries):
+            if best_gap == 0:
+                break
+            mid = (lo + hi) / 2
+            self.tilt[ci] = mid
+            trial = self.align_one(ci, logp, priors, decode=True)
+            if trial is None:
+                break
+            runs = self.speaker_runs(trial)
+            if abs(runs - target) < best_gap:
+                best, best_gap, best_tilt = trial, abs(runs - target), mid
+            if runs < target:
+                lo = mid
+            else:
+                hi = mid
+        self.tilt[ci] = best_tilt
+        return best
+
     def update_tilts(self, fits: list[Fit | None], priors: Priors) -> None:
         for ci, f in enumerate(fits):
             if f is not None:

@@ -45,6 +45,10 @@ class AlignSettings:
             with the persona (a closing pause is the persona's); 0 = none. Every conversation
             read by hand opens with the user and closes with the persona (`total_turn` counts
             user-then-persona exchanges); a finite penalty lets the rare exception still align.
+        exact_turns: after the last round, shift each conversation's change probabilities
+            (a bisection on its logit shift, a few DP passes) until its best reading has exactly
+            runs_per_turn x total_turn speaker runs, where some shift reaches it (else the
+            closest); the posteriors and confidences are those of the chosen shift.
         coherence: score each speaker change by the two lines on either side of it
             (`psyattrs.align.coherence.CoherenceModel`, learnt from the rounds' posteriors).
         coherence_weight: weight of the coherence log-ratios (> 0).
@@ -62,6 +66,7 @@ class AlignSettings:
     min_change: float = 0.002
     run_model: bool = True
     turn_shape: float = 0.0
+    exact_turns: bool = False
     coherence: bool = False
     coherence_weight: float = 1.0
     seed: int = 0
@@ -86,7 +91,7 @@ class AlignSettings:
                 raise ValueError(f"align setting {name!r} must be a number > 0, got {w!r}")
         if isinstance(self.turn_shape, bool) or not isinstance(self.turn_shape, (int, float)) or not 0 <= self.turn_shape < float("inf"):
             raise ValueError(f"align setting 'turn_shape' must be a number >= 0, got {self.turn_shape!r}")
-        for name in ("match_turns", "run_model", "coherence"):
+        for name in ("match_turns", "run_model", "coherence", "exact_turns"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"align setting {name!r} must be true or false, got {getattr(self, name)!r}")
         if isinstance(self.min_change, bool) or not isinstance(self.min_change, (int, float)) or not 0 <= self.min_change < 1:
