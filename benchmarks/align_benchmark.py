@@ -196,6 +196,8 @@ def real_part(iterations: int) -> None:
     print(f"aligned {len(ok)} of {len(rep)} conversations in {time.perf_counter() - started:.1f}s "
           f"({len(result.history)} rounds; the last changed the unit of {result.history['changed'].iloc[-1]:.1%} of the "
           f"labels and moved {result.history['moved'].iloc[-1]:.1%} of their posterior mass)")
+    stopped = "at the round cap" if len(result.history) == iterations + 1 else "on convergence (min_change)"
+    print(f"the rounds stopped {stopped}")
     for _, r in rep[rep["status"] != "aligned"].iterrows():
         print(f"  set aside: {r['doc_id']}: {r['reason']}")
     labelled = u[u["label_position"].notna()]
