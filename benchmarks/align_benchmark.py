@@ -20,7 +20,20 @@ labelled pause lands on a pause-signature position, and persona-grouped cross-va
 per head of the classical model trained on the aligned real sentences, next to the majority floor.
 When the file is absent that part is skipped, and the script says so.
 
+Part 3, gold order (issue 14): with `--gold DIR` (e.g. `../shared/data/opela_gold_order`, hand-made
+reading orders of some of the real conversations, two readers each; this script READS them and the
+real rows), the real rows are aligned under each configuration of `--configs` (today's settings,
+each new source of evidence alone, all together) and, per gold conversation and overall, the share
+of the user lines on which both readers agree that the reconstruction places as they do is printed
+next to the readers' agreement with each other; then per configuration the calibration of
+`align_confidence` on those lines, the share of conversations with exactly 2 x `total_turn` speaker
+runs, opening with the user and closing with the persona, how the rounds stopped; and the
+persona-grouped cross-validated macro-F1 of the classical model trained on each reconstruction.
+`--subset N` aligns the gold conversations and N others only (faster, for development: the rounds
+learn from fewer conversations). Absent folder or rows: skipped, and the script says so.
+
     .venv/bin/python benchmarks/align_benchmark.py [--dialogues 135] [--seeds 1] [--iterations 10]
+    .venv/bin/python benchmarks/align_benchmark.py --skip-synthetic --gold ../shared/data/opela_gold_order
 
 Aims (issue 5): >= 95% of sentences with their true labels; aligned-trained model within 0.03
 mean macro-F1 of the true-trained one; among sentences with confidence >= 0.9, >= 90% correctly
@@ -183,6 +196,8 @@ def real_part(iterations: int) -> None:
     print(f"aligned {len(ok)} of {len(rep)} conversations in {time.perf_counter() - started:.1f}s "
           f"({len(result.history)} rounds; the last changed the unit of {result.history['changed'].iloc[-1]:.1%} of the "
           f"labels and moved {result.history['moved'].iloc[-1]:.1%} of their posterior mass)")
+    stopped = "at the round cap" if len(result.history) == iterations + 1 else "on convergence (min_change)"
+    print(f"the rounds stopped {stopped}")
     for _, r in rep[rep["status"] != "aligned"].iterrows():
         print(f"  set aside: {r['doc_id']}: {r['reason']}")
     labelled = u[u["label_position"].notna()]
@@ -216,6 +231,112 @@ def real_part(iterations: int) -> None:
     print(f"{'mean':<9} {t:7.3f} {m:9.3f}")
 
 
+CONFIGS: dict[str, dict] = {
+    "today": {},
+    "turns": {"turn_shape": 8.0},
+    "coherence": {"coherence": True},
+    "both": {"turn_shape": 8.0, "coherence": True},
+}
+"""The configurations of the gold part: overrides of `AlignSettings` (today = the defaults of issue 5)."""
+
+
+def _cv(labelled: pd.DataFrame) -> tuple[dict[str, float], dict[str, float]]:
+    """Persona-grouped 4-fold CV macro-F1 per head: (tfidf, majority)."""
+    from sklearn.model_selection import GroupKFold
+
+    from psyattrs.schema import OPELA
+
+    groups = labelled["persona"].to_numpy()
+    scores = {"tfidf": [], "majority": []}
+    for train_idx, test_idx in GroupKFold(n_splits=4).split(labelled, groups=groups):
+        train, test = labelled.iloc[train_idx], labelled.iloc[test_idx]
+        for kind in scores:
+            scores[kind].append(_macro_f1(train, test, kind))
+    return tuple({h: float(np.mean([s[h] for s in scores[k]])) for h in OPELA.head_names} for k in ("tfidf", "majority"))
+
+
+def _shape(result) -> dict[str, float]:
+    """Share of aligned conversations with exactly 2 x total_turn runs, opening with the user, closing with the persona."""
+    rep = result.report[result.report["status"] == "aligned"]
+    u = result.utterances
+    units = u[~u["is_pause"].astype(bool)].sort_values(["doc_id", "position"])
+    first = units.groupby("doc_id")["person_type"].first()
+    last = u.sort_values(["doc_id", "position"]).groupby("doc_id").tail(1).set_index("doc_id")
+    last_persona = (last["person_type"] == "persona") | last["is_pause"].astype(bool)
+    turns = pd.to_numeric(rep["total_turn"], errors="coerce")
+    return {"exact_runs": float((rep["speaker_runs"] == 2 * turns).mean()),
+            "runs_off_by_1": float(((rep["speaker_runs"] - 2 * turns).abs() <= 1).mean()),
+            "user_opens": float((first.reindex(rep["doc_id"]) == "user").mean()),
+            "persona_closes": float(last_persona.reindex(rep["doc_id"]).fillna(False).mean())}
+
+
+def gold_part(gold_dir: Path, iterations: int, configs: list[str], subset: int | None, cv: bool) -> None:
+    from psyattrs.align import align_public
+    from psyattrs.align.gold import read_gold, readers_agreement, score_gold, summarize
+    from psyattrs.data.opela import read_public
+
+    print(f"\n== gold order: {gold_dir} ==")
+    if not gold_dir.is_dir() or not REAL_ROWS.is_file():
+        missing = gold_dir if not gold_dir.is_dir() else REAL_ROWS
+        print(f"skipped: {missing} is absent (this part reads the hand-made orders and the real rows when present)")
+        return
+    gold = read_gold(gold_dir)
+    corpus = read_public(REAL_ROWS)
+    if subset is not None:
+        docs = corpus.conversations["doc_id"].astype(str)
+        others = [d for d in docs if d not in gold][:subset]
+        keep = set(gold) | set(others)
+        corpus = _subset(corpus, keep)
+    n_conv = len(corpus.conversations)
+    print(f"reading {REAL_ROWS} ({n_conv} conversations{'' if subset is None else ', a subset'}) and "
+          f"{len(gold)} gold conversation(s), readers {sorted({r for g in gold.values() for r in g.orders})}")
+    agree = readers_agreement(corpus, gold)
+    table, extra, f1 = {}, {}, {}
+    for name in configs:
+        started = time.perf_counter()
+        result = align_public(corpus, iterations=iterations, **CONFIGS[name])
+        seconds = time.perf_counter() - started
+        scored = score_gold(result.utterances, corpus, gold)
+        per = summarize(scored)
+        table[name] = per["right"]
+        a = scored[scored["agreed"]]
+        high = a["confidence"] >= 0.9
+        h = result.history
+        stop = ("cap" if len(h) == iterations + 1 else "converged") + f" after round {int(h['iteration'].iloc[-1])}"
+        extra[name] = {"seconds": seconds, "stop": stop, "last_changed": float(h["changed"].iloc[-1]),
+                       "conf>=0.9 share": float(high.mean()), "conf>=0.9 right": float(a.loc[high, "right"].mean()),
+                       "conf<0.9 right": float(a.loc[~high, "right"].mean()), **_shape(result)}
+        if cv:
+            labelled = result.utterances[result.utterances["label_position"].notna()]
+            f1[name] = _cv(labelled)
+        print(f"  aligned under {name!r} ({CONFIGS[name]}) in {seconds:.0f}s; {stop}")
+    lines = summarize(score_gold(result.utterances, corpus, gold))["lines"]
+    out = pd.DataFrame({"agreed lines": lines, "readers agree": agree.reindex(lines.index)})
+    out.loc["all", "readers agree"] = float(np.average(agree.reindex(lines.index[:-1]), weights=None)) if len(agree) else np.nan
+    for name in configs:
+        out[name] = table[name]
+    print("\nshare of agreed user lines placed as both readers place them (readers agree: share of all user lines):")
+    print(out.to_string(float_format=lambda x: f"{x:.3f}"))
+    print("\nper configuration:")
+    print(pd.DataFrame(extra).to_string(float_format=lambda x: f"{x:.3f}"))
+    if cv:
+        print("\npersona-grouped 4-fold CV macro-F1 on the reconstructed real sentences (tfidf per configuration; majority floor):")
+        heads = list(next(iter(f1.values()))[0])
+        rows = {h: {**{n: f1[n][0][h] for n in f1}, "majority": next(iter(f1.values()))[1][h]} for h in heads}
+        df = pd.DataFrame(rows).T
+        df.loc["mean"] = df.mean()
+        print(df.to_string(float_format=lambda x: f"{x:.3f}"))
+
+
+def _subset(corpus, keep: set[str]):
+    from dataclasses import replace
+
+    conv = corpus.conversations[corpus.conversations["doc_id"].astype(str).isin(keep)].reset_index(drop=True)
+    utt = corpus.utterances[corpus.utterances["doc_id"].astype(str).isin(keep)].reset_index(drop=True)
+    seq = corpus.label_sequences[corpus.label_sequences["doc_id"].astype(str).isin(keep)].reset_index(drop=True)
+    return replace(corpus, conversations=conv, utterances=utt, label_sequences=seq, source=None)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dialogues", type=int, default=135, help="synthetic conversations (default 135, as the real rows)")
@@ -225,13 +346,25 @@ def main(argv: list[str] | None = None) -> int:
                         help="also align with a classifier trained on N other synthetic conversations of known order "
                         "(default 500; 0 = skip)")
     parser.add_argument("--skip-real", action="store_true", help="do not run the real-rows part")
+    parser.add_argument("--skip-synthetic", action="store_true", help="do not run the synthetic part")
+    parser.add_argument("--gold", type=Path, default=None, metavar="DIR", help="score the real rows against hand-made orders in DIR")
+    parser.add_argument("--configs", default=",".join(CONFIGS), help=f"gold part configurations (default {','.join(CONFIGS)})")
+    parser.add_argument("--subset", type=int, default=None, metavar="N", help="gold part: align the gold conversations and N others only")
+    parser.add_argument("--no-cv", action="store_true", help="gold part: skip the downstream cross-validation")
     args = parser.parse_args(argv)
-    summaries = [synthetic_part(args.dialogues, seed, args.iterations, args.reference) for seed in range(1, args.seeds + 1)]
+    configs = [c for c in args.configs.split(",") if c]
+    bad = [c for c in configs if c not in CONFIGS]
+    if bad:
+        parser.error(f"unknown configuration(s) {bad}; known: {list(CONFIGS)}")
+    summaries = [] if args.skip_synthetic else [
+        synthetic_part(args.dialogues, seed, args.iterations, args.reference) for seed in range(1, args.seeds + 1)]
     if len(summaries) > 1:
         print("\n== synthetic, over seeds ==")
         print(pd.DataFrame(summaries).describe().loc[["mean", "min", "max"]].round(3).to_string())
     if not args.skip_real:
         real_part(args.iterations)
+    if args.gold is not None:
+        gold_part(args.gold, args.iterations, configs, args.subset, not args.no_cv)
     return 0
 
 

@@ -31,6 +31,12 @@ SIG = {"strange": 1, "uneasy": 1, "engage": 0, "active": 0, "self": 0, "empathy"
 FAST = dict(model_kind="majority", iterations=1)
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    """`data align` and training share an alignment cache: each test gets its own."""
+    monkeypatch.setenv("PSYATTRS_CACHE", str(tmp_path / "cache"))
+
+
 # ----------------------------------------------------------------------------------------------
 # the DP against brute force
 
@@ -42,6 +48,9 @@ def _enumerate(lat: lattice.Lattice) -> list[tuple[float, list[tuple], list[int]
     lo, hi = -lat.max_phantoms, m + n - T + lat.max_phantoms
     p_run = lat.persona_run if lat.persona_run is not None else np.zeros((m + 1, 2))
     u_run = lat.user_run if lat.user_run is not None else np.zeros((n + 1, 2))
+    pu = lat.persona_user if lat.persona_user is not None else np.zeros((m + 1, n + 1))
+    up = lat.user_persona if lat.user_persona is not None else np.zeros((m + 1, n + 1))
+    end = lat.log_end if lat.log_end is not None else np.zeros(3)
     out = []
 
     def walk(t, i, j, s, score, steps, skipped, trans, runs):
@@ -50,7 +59,9 @@ def _enumerate(lat: lattice.Lattice) -> list[tuple[float, list[tuple], list[int]
         if i < m and lat.persona_blank[i] and lat.log_skip > -np.inf:
             walk(t, i + 1, j, s, score + lat.log_skip, steps, skipped + [i], trans, runs)
         if t == T:
-            if i == m and j == n:
+            if i == m and j == n and s is not None and score + end[s] > -np.inf:
+                out.append((score + end[s], steps, skipped, trans, runs))
+            elif i == m and j == n and s is None:
                 out.append((score, steps, skipped, trans, runs))
             return
 
@@ -60,9 +71,13 @@ def _enumerate(lat: lattice.Lattice) -> list[tuple[float, list[tuple], list[int]
                 return lat.log_start[to], []
             col = 0 if to == s else 1
             if s == lattice.PERSONA:
-                return lat.log_trans[t, s, to] + p_run[i, col], [(lattice.PERSONA, i, col)]
+                cross = pu[i, j] if to == lattice.USER else 0.0
+                ev = [(lattice.PERSONA, i, col), ("at", lattice.PERSONA, i, j)] + ([("pu", i, j)] if to == lattice.USER else [])
+                return lat.log_trans[t, s, to] + p_run[i, col] + cross, ev
             if s == lattice.USER:
-                return lat.log_trans[t, s, to] + u_run[j, col], [(lattice.USER, j, col)]
+                cross = up[i, j] if to == lattice.PERSONA else 0.0
+                ev = [(lattice.USER, j, col), ("at", lattice.USER, i, j)] + ([("up", i, j)] if to == lattice.PERSONA else [])
+                return lat.log_trans[t, s, to] + u_run[j, col] + cross, ev
             return lat.log_trans[t, s, to], []
 
         def step(to, t2, i2, j2, emit, st):
@@ -96,6 +111,7 @@ def _random_lattice(rng: np.random.Generator) -> lattice.Lattice:
     phantoms = int(rng.integers(0, 3)) if rng.random() < 0.4 else 0
     T = max(0, m + n - int(rng.integers(-phantoms, 4))) if m + n else 0
     runs = rng.random() < 0.5
+    cross = rng.random() < 0.5
     return lattice.Lattice(
         emit_persona=rng.normal(size=(T, m, K)) * 2,
         emit_user=rng.normal(size=(T, n, K)) * 2,
@@ -109,12 +125,15 @@ def _random_lattice(rng: np.random.Generator) -> lattice.Lattice:
         max_phantoms=phantoms,
         persona_run=_random_run(rng, m + 1) if runs and rng.random() < 0.8 else None,
         user_run=_random_run(rng, n + 1) if runs and rng.random() < 0.8 else None,
+        persona_user=_random_run(rng, (m + 1) * (n + 1))[:, 0].reshape(m + 1, n + 1) if cross and rng.random() < 0.8 else None,
+        user_persona=_random_run(rng, (m + 1) * (n + 1))[:, 0].reshape(m + 1, n + 1) if cross and rng.random() < 0.8 else None,
+        log_end=np.log(rng.dirichlet(np.ones(3))) if rng.random() < 0.5 else None,
     )
 
 
 def test_dp_is_exact_against_brute_force():
     rng = np.random.default_rng(7)
-    checked = with_runs = 0
+    checked = with_runs = with_cross = 0
     for _ in range(150):
         lat = _random_lattice(rng)
         paths = _enumerate(lat)
@@ -125,6 +144,7 @@ def test_dp_is_exact_against_brute_force():
             continue
         checked += 1
         with_runs += lat.persona_run is not None or lat.user_run is not None
+        with_cross += lat.persona_user is not None or lat.user_persona is not None
         scores = np.array([p[0] for p in paths])
         Z = logsumexp(scores)
         assert post.loglik == pytest.approx(Z, abs=1e-9)
@@ -137,6 +157,7 @@ def test_dp_is_exact_against_brute_force():
         Z2, F, TR = np.zeros_like(post.pause), np.zeros_like(post.phantom), np.zeros_like(post.transitions)
         ST = np.zeros(3)
         PR, UR = np.zeros((lat.m + 1, 2)), np.zeros((lat.n + 1, 2))
+        cells = {key: np.zeros((lat.m + 1, lat.n + 1)) for key in ("pu", "up", lattice.PERSONA, lattice.USER)}
         for wi, (_, steps, _, trans, runs) in zip(w, paths):
             for t, kind, start, k in steps:
                 if kind == lattice.PERSONA:
@@ -152,13 +173,21 @@ def test_dp_is_exact_against_brute_force():
                     ST[to] += wi
                 else:
                     TR[t, s, to] += wi
-            for speaker, at, col in runs:
-                (PR if speaker == lattice.PERSONA else UR)[at, col] += wi
+            for ev in runs:
+                if ev[0] == "at":
+                    cells[ev[1]][ev[2], ev[3]] += wi
+                elif ev[0] in ("pu", "up"):
+                    cells[ev[0]][ev[1], ev[2]] += wi
+                else:
+                    speaker, at, col = ev
+                    (PR if speaker == lattice.PERSONA else UR)[at, col] += wi
         for mine, theirs in ((post.persona, P), (post.user, U), (post.pause, Z2), (post.phantom, F),
-                             (post.transitions, TR), (post.start, ST), (post.persona_run, PR), (post.user_run, UR)):
+                             (post.transitions, TR), (post.start, ST), (post.persona_run, PR), (post.user_run, UR),
+                             (post.persona_user, cells["pu"]), (post.user_persona, cells["up"]),
+                             (post.persona_at, cells[lattice.PERSONA]), (post.user_at, cells[lattice.USER])):
             np.testing.assert_allclose(mine, theirs, atol=1e-9)
     assert checked >= 80
-    assert with_runs >= 30
+    assert with_runs >= 30 and with_cross >= 30
 
 
 def test_dp_run_scores_none_are_zeros_and_are_used():

@@ -60,13 +60,26 @@ class _Kernel:
         self.trans_off[:, diag, diag] = 0.0
         self.start = np.exp(lat.log_start)
         # run scores: persona by i (m+1, 2), user by padded j (n+2, 2; row 0 is j < 0, unreachable)
-        self.has_run = lat.persona_run is not None or lat.user_run is not None
+        self.has_cross = lat.persona_user is not None or lat.user_persona is not None
+        self.has_run = lat.persona_run is not None or lat.user_run is not None or self.has_cross
         if self.has_run:
             self.log_run_p = lat.persona_run if lat.persona_run is not None else np.zeros((m + 1, 2))
             self.log_run_u = np.zeros((n + 2, 2))
             if lat.user_run is not None:
                 self.log_run_u[1:] = lat.user_run
             self.run_p, self.run_u = np.exp(self.log_run_p), np.exp(self.log_run_u)
+        if self.has_cross:  # speaker-change pair scores on the (i, x) grid of every label: (T, m+1, D)
+            rows = np.arange(m + 1)[None, :, None]
+            grids = []
+            for arr in (lat.persona_user, lat.user_persona):
+                pad = np.zeros((m + 1, n + 2))
+                if arr is not None:
+                    pad[:, 1:] = arr
+                grids.append(pad[rows, self.j_index])
+            self.log_pu, self.log_up = grids
+            self.pu1, self.up1 = np.expm1(self.log_pu), np.expm1(self.log_up)  # factor - 1: corrections
+        self.log_end = lat.log_end if lat.log_end is not None else np.zeros(N_STATES)
+        self.end = np.exp(self.log_end)
         self.skip_w = np.exp(lat.log_skip) if self.use_skip else 0.0
         self._w: tuple | None = None
 
@@ -117,23 +130,35 @@ class _Kernel:
     def run_column(self, run: tuple[np.ndarray, np.ndarray], t: int, i: int, xi: int, to: int) -> np.ndarray:
         """The run score of each last state s at state (i, xi) before label t for the step s -> to."""
         stay, leave = run[0][t, i, xi], run[1][t, i, xi]
-        return np.where(np.arange(N_STATES) == to, stay, leave)
+        col = np.where(np.arange(N_STATES) == to, stay, leave)
+        if self.has_cross and to == USER:
+            col[PERSONA] += self.log_pu[t, i, xi]
+        elif self.has_cross and to == PERSONA:
+            col[USER] += self.log_up[t, i, xi]
+        return col
 
     def mix(self, a: np.ndarray, t: int, run: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
         """M[i, x, s'] = sum_s a[i, x, s] P(s' | s) * run factor, for the step into label t >= 1."""
         if run is None:
             return a @ self.trans[t]
         stay_d, leave = run[0][t], run[1][t]
-        off = (a * leave).reshape(-1, N_STATES) @ self.trans_off[t]
-        return off.reshape(a.shape) + a * stay_d
+        al = a * leave
+        off = (al.reshape(-1, N_STATES) @ self.trans_off[t]).reshape(a.shape)
+        if self.has_cross:
+            off[..., USER] += al[..., PERSONA] * self.trans_off[t, PERSONA, USER] * self.pu1[t]
+            off[..., PERSONA] += al[..., USER] * self.trans_off[t, USER, PERSONA] * self.up1[t]
+        return off + a * stay_d
 
     def mix_t(self, g: np.ndarray, t: int, run: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
         """The transpose of `mix`: B[i, x, s] = sum_s' P(s' | s) * run factor * g[i, x, s']."""
         if run is None:
             return g @ self.trans[t].T
         stay_d, leave = run[0][t], run[1][t]
-        off = np.ascontiguousarray(g).reshape(-1, N_STATES) @ self.trans_off[t].T
-        return leave * off.reshape(g.shape) + stay_d * g
+        off = (np.ascontiguousarray(g).reshape(-1, N_STATES) @ self.trans_off[t].T).reshape(g.shape)
+        if self.has_cross:
+            off[..., PERSONA] += self.trans_off[t, PERSONA, USER] * self.pu1[t] * g[..., USER]
+            off[..., USER] += self.trans_off[t, USER, PERSONA] * self.up1[t] * g[..., PERSONA]
+        return leave * off + stay_d * g
 
     # -- skip closure (blank items skipped inside one label layer) ---------------------------
 
@@ -241,7 +266,7 @@ def _forward(lat: Lattice, ker: _Kernel, keep: bool, run=None) -> tuple[float, n
         if keep:
             A[t + 1] = a
         log_scale += np.log(z) + c
-    end = a[m, lat.x_final - lat.x_lo].sum()
+    end = (a[m, lat.x_final - lat.x_lo] * ker.end).sum()
     if not end > 0:
         return _NEG, A, a0
     return float(log_scale + np.log(end)), A, a0
@@ -288,6 +313,10 @@ def forward_backward(lat: Lattice) -> Posteriors:
         transitions=np.zeros((T, N_STATES, N_STATES)),
         persona_run=np.zeros((m + 1, 2)),
         user_run=np.zeros((n + 1, 2)),
+        persona_user=np.zeros((m + 1, n + 1)),
+        user_persona=np.zeros((m + 1, n + 1)),
+        persona_at=np.zeros((m + 1, n + 1)),
+        user_at=np.zeros((m + 1, n + 1)),
     )
     if not lat.feasible:
         return post
@@ -309,7 +338,7 @@ def forward_backward(lat: Lattice) -> Posteriors:
     BNs = np.zeros((T, m + 1, D, N_STATES))
     Gs = np.zeros((T, m + 1, D, N_STATES))
     B = np.zeros((m + 1, D, N_STATES))
-    B[m, xf, :] = 1.0
+    B[m, xf, :] = ker.end
     shifts = _Shifts(m, D, K, 0.0)
     for t in range(T - 1, -1, -1):
         BN = ker.skip_t(B.copy())
@@ -334,8 +363,11 @@ def forward_backward(lat: Lattice) -> Posteriors:
     Ms[0] = a0[:, :, None] * ker.start[None, None, :]
     if T > 1 and run is not None:
         A_stay, A_leave = A[1:T] * run[0][1:], A[1:T] * run[1][1:]  # A_stay with P(s -> s)
-        off = A_leave.reshape(T - 1, -1, N_STATES) @ ker.trans_off[1:T]
-        Ms[1:] = off.reshape(A_leave.shape) + A_stay
+        off = (A_leave.reshape(T - 1, -1, N_STATES) @ ker.trans_off[1:T]).reshape(A_leave.shape)
+        if ker.has_cross:
+            off[..., USER] += A_leave[..., PERSONA] * ker.trans_off[1:T, PERSONA, USER, None, None] * ker.pu1[1:T]
+            off[..., PERSONA] += A_leave[..., USER] * ker.trans_off[1:T, USER, PERSONA, None, None] * ker.up1[1:T]
+        Ms[1:] = off + A_stay
     elif T > 1:
         A_stay = A_leave = A[1:T]
         Ms[1:] = A[1:T] @ ker.trans[1:T, None, :, :]
@@ -362,6 +394,12 @@ def forward_backward(lat: Lattice) -> Posteriors:
         if run is not None:
             flat_a = A_leave.reshape(T - 1, -1, N_STATES)
             tr = (flat_a.transpose(0, 2, 1) @ flat_g) * ker.trans_off[1:T]
+            if ker.has_cross:  # the changes' pair factors, and the expected changes by (i, j)
+                g1 = Gs[1:]
+                e_pu = A_leave[..., PERSONA] * ker.trans_off[1:T, PERSONA, USER, None, None] * g1[..., USER]
+                e_up = A_leave[..., USER] * ker.trans_off[1:T, USER, PERSONA, None, None] * g1[..., PERSONA]
+                tr[:, PERSONA, USER] += (e_pu * ker.pu1[1:T]).sum(axis=(1, 2))
+                tr[:, USER, PERSONA] += (e_up * ker.up1[1:T]).sum(axis=(1, 2))
             d = np.arange(N_STATES)
             tr[:, d, d] = AG.sum(axis=(1, 2))
             post.transitions[1:] = tr / Z[1:, None, None]
@@ -373,12 +411,34 @@ def forward_backward(lat: Lattice) -> Posteriors:
         # stay / leave events by the run position of the state before label t:
         # P(state s at (i, x) before t, then s -> s) = AG * stay_w, and then s -> another state
         AH = A_leave * (flat_g @ ker.trans_off[1:T].swapaxes(-1, -2)).reshape(A_leave.shape)
+        if run is not None and ker.has_cross:
+            AH[..., PERSONA] += e_pu * ker.pu1[1:T]
+            AH[..., USER] += e_up * ker.up1[1:T]
         leave_w = np.broadcast_to(1 / Z[1:, None], (T - 1, N_STATES))
         j = ker.j_index[1:T].ravel()
         for col, e, w in ((0, AG, stay_w), (1, AH, leave_w)):
             post.persona_run[:, col] = w[:, PERSONA] @ e[..., PERSONA].sum(axis=2)
             by_j = e[..., USER] * w[:, USER, None, None]
             post.user_run[:, col] = np.bincount(j, weights=by_j.ravel(), minlength=n + 2)[1:]
+        # by (i, j): occupancy of persona / user states before label t and the speaker changes
+        cell = (np.arange(m + 1)[None, :, None] * (n + 2) + ker.j_index[1:T]).ravel()
+        size = (m + 1) * (n + 2)
+
+        def by_cell(e: np.ndarray) -> np.ndarray:
+            w = (e / Z[1:, None, None]).ravel()
+            return np.bincount(cell, weights=w, minlength=size).reshape(m + 1, n + 2)[:, 1:]
+
+        stay_p = stay_w * Z[1:, None]  # P(s -> s) where A_stay leaves it out, else 1
+        post.persona_at[:] = by_cell(AG[..., PERSONA] * stay_p[:, None, None, PERSONA] + AH[..., PERSONA])
+        post.user_at[:] = by_cell(AG[..., USER] * stay_p[:, None, None, USER] + AH[..., USER])
+        if run is not None and ker.has_cross:
+            post.persona_user[:] = by_cell(e_pu * (ker.pu1[1:T] + 1))
+            post.user_persona[:] = by_cell(e_up * (ker.up1[1:T] + 1))
+        else:
+            e_pu = A_leave[..., PERSONA] * ker.trans_off[1:T, PERSONA, USER, None, None] * Gs[1:][..., USER]
+            e_up = A_leave[..., USER] * ker.trans_off[1:T, USER, PERSONA, None, None] * Gs[1:][..., PERSONA]
+            post.persona_user[:] = by_cell(e_pu)
+            post.user_persona[:] = by_cell(e_up)
     return post
 
 
@@ -423,7 +483,11 @@ def viterbi(lat: Lattice) -> Path:
             if run is None:
                 M = (v[:, :, :, None] + lat.log_trans[t][None, None, :, :]).max(axis=2)  # (i, x, to)
             else:
-                M = ((v + run[1][t])[:, :, :, None] + trans_off[t]).max(axis=2)
+                X = (v + run[1][t])[:, :, :, None] + trans_off[t]
+                if ker.has_cross:
+                    X[:, :, PERSONA, USER] += ker.log_pu[t]
+                    X[:, :, USER, PERSONA] += ker.log_up[t]
+                M = X.max(axis=2)
                 np.maximum(M, (v + run[0][t]) + trans_diag[t], out=M)
             layers[t] = v
         new = np.full((m + 1, D, N_STATES), _NEG)
@@ -450,8 +514,8 @@ def viterbi(lat: Lattice) -> Path:
         back[t] = bp
         v = _skip_max(ker, new, skip_flags[t + 1])
     xf = lat.x_final - lat.x_lo
-    s = int(np.argmax(v[m, xf]))
-    score = float(v[m, xf, s])
+    s = int(np.argmax(v[m, xf] + ker.log_end))
+    score = float(v[m, xf, s] + ker.log_end[s])
     if not np.isfinite(score):
         return Path(_NEG, [], [])
     steps: list[Step] = []

@@ -28,6 +28,14 @@ after the blank items skipped before that step), persona -> persona adds `person
 j user items used, `user_run[j, 0]` and `user_run[j, 1]` likewise. Steps from a pause and the first
 label add nothing. The run scores are folded into the transition of each (i, x) state, so the cost
 stays that of the 3 x 3 transition per state.
+
+A speaker change may also be scored by the two lines on either side of it (`Lattice.persona_user`,
+`Lattice.user_persona`: does the user's next line answer the persona's last one, and the other way
+round). At the step into label t >= 1 from a persona state with i persona items and j user items
+used, persona -> user adds `persona_user[i, j]` (the pair persona item i - 1, user item j); from a
+user state, user -> persona adds `user_persona[i, j]` (user item j - 1, persona item i). Changes
+into or out of a pause add nothing. The last unit's state adds `log_end[state]` (who closes the
+conversation).
 """
 
 from __future__ import annotations
@@ -67,6 +75,10 @@ class Lattice:
             None: all zeros. Entries may be -inf, not NaN nor +inf.
         user_run: (n+1, 2) the same for a user run at j user items used: column 0 on
             user -> user, column 1 on user -> persona or pause. None: all zeros.
+        persona_user: (m+1, n+1) log-score of a persona -> user change at i persona items and
+            j user items used (module docstring). None: all zeros. Finite or -inf.
+        user_persona: (m+1, n+1) the same for user -> persona. None: all zeros.
+        log_end: (3,) log-score of the state of the last unit. None: all zeros.
     """
 
     emit_persona: np.ndarray
@@ -81,6 +93,9 @@ class Lattice:
     max_phantoms: int = 0
     persona_run: np.ndarray | None = None
     user_run: np.ndarray | None = None
+    persona_user: np.ndarray | None = None
+    user_persona: np.ndarray | None = None
+    log_end: np.ndarray | None = None
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -127,6 +142,20 @@ class Lattice:
             if np.isnan(arr).any() or (arr == np.inf).any():
                 raise ValueError(f"{name} must hold finite log-scores or -inf (no NaN nor +inf)")
             setattr(self, name, arr)
+        for name in ("persona_user", "user_persona"):
+            arr = getattr(self, name)
+            if arr is None:
+                continue
+            arr = np.asarray(arr, dtype=float)
+            if arr.shape != (m + 1, n + 1):
+                raise ValueError(f"{name} must be (m+1, n+1) = ({m + 1}, {n + 1}), got {arr.shape}")
+            if np.isnan(arr).any() or (arr == np.inf).any():
+                raise ValueError(f"{name} must hold finite log-scores or -inf (no NaN nor +inf)")
+            setattr(self, name, arr)
+        if self.log_end is not None:
+            self.log_end = np.asarray(self.log_end, dtype=float)
+            if self.log_end.shape != (N_STATES,) or np.isnan(self.log_end).any() or (self.log_end == np.inf).any():
+                raise ValueError(f"log_end must be (3,) finite log-scores or -inf, got {self.log_end!r}")
 
     @property
     def T(self) -> int:
@@ -180,6 +209,10 @@ class Posteriors:
             and "leave" (column 1: persona -> user or pause) steps taken at i persona items used,
             summed over the labels t >= 1; computed whether or not the lattice has run scores.
         user_run: (n+1, 2) the same for user runs at j user items used.
+        persona_user: (m+1, n+1) expected persona -> user changes at i persona and j user items
+            used (the pair of `Lattice.persona_user`); user_persona likewise for user -> persona.
+        persona_at: (m+1, n+1) expected number of labels t >= 1 entered from a persona state at
+            i persona and j user items used (whatever the next state); user_at likewise.
     """
 
     loglik: float
@@ -191,6 +224,10 @@ class Posteriors:
     start: np.ndarray = field(default_factory=lambda: np.zeros(N_STATES))
     persona_run: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
     user_run: np.ndarray = field(default_factory=lambda: np.zeros((0, 2)))
+    persona_user: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    user_persona: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    persona_at: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    user_at: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
 
 @dataclass(frozen=True)

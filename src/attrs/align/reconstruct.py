@@ -142,7 +142,8 @@ def align_public(
         corpus: what `read_public` (or `load_corpus(..., format="public")`) returns.
         settings: an `AlignSettings`; keyword `overrides` (e.g. `iterations=3`,
             `model_kind="majority"`) replace its fields.
-        progress: show a progress bar per round.
+        progress: show a progress bar per round on a terminal, and one line per round on standard
+            error (the round, the conversations, what changed, the time left at most).
         keep_history: keep the utterance table of every round in `AlignResult.snapshots`.
         label_model: an already trained model to score the units with instead of a classifier
             trained on the rounds' own alignments (`model_kind` is then unused): a fitted
@@ -189,6 +190,8 @@ def align_public(
         done = last or (it > 0 and min(changed, moved) <= s.min_change) or not convs
         if done:  # the best readings of the final scores
             fits = [aligner.decode(ci, f, logp, priors) for ci, f in enumerate(fits)]
+            if s.exact_turns:
+                fits = [aligner.match_runs(ci, f, logp, priors) for ci, f in enumerate(fits)]
         align_seconds = time.perf_counter() - started
         if keep_history:
             snapshots.append(utterance_table(convs, fits, schema))
@@ -205,7 +208,11 @@ def align_public(
             aligner.switch.fit(counts["change"], counts["change_weight"])
             if aligner.run is not None:
                 aligner.run.fit(counts["run_leave"], counts["run_stay"])
+            if aligner.coherence is not None:
+                aligner.coherence.fit(counts["coherence"])
         history.append(_round_summary(it, changed, moved, fits, convs, align_seconds, time.perf_counter() - started))
+        if progress:
+            _log_round(history, s.iterations, len(convs), done)
         if done:
             break
     utterances = utterance_table(convs, fits, schema)
@@ -243,11 +250,27 @@ def _label_model(model: Any, schema: Schema):
 
 
 def _progress(it, on: bool, round_no: int):
-    if not on:
+    import sys
+
+    if not on or not sys.stderr.isatty():
         return it
     from tqdm.auto import tqdm
 
     return tqdm(it, desc=f"align round {round_no}", leave=False)
+
+
+def _log_round(history: list[dict], cap: int, n_conv: int, done: bool) -> None:
+    """One line on standard error per round: which round, how many conversations, what changed,
+    and the time left at most (the rounds still allowed at the mean round's pace)."""
+    import sys
+
+    h = history[-1]
+    it = int(h["iteration"])
+    change = "priors only" if it == 0 else f"{h['changed']:.1%} of labels changed unit"
+    seconds = float(np.mean([r["seconds"] for r in history]))
+    left = "done" if done else f"at most ~{(cap - it) * seconds / 60:.1f} min left ({cap - it} round(s) at most)"
+    print(f"align round {it} of at most {cap}: {n_conv} conversations, {change}, {h['seconds']:.0f}s; {left}",
+          file=sys.stderr, flush=True)
 
 
 def _changed(previous: list[list[tuple]] | None, current: list[list[tuple]]) -> float:
@@ -338,46 +361,78 @@ def cache_folder() -> Path:
     return (Path(root) if root else Path.home() / ".cache" / "psyattrs") / "align"
 
 
-def aligned_corpus(corpus: Corpus, *, settings: AlignSettings | None = None, cache: bool = True) -> Corpus:
+def cache_entry(corpus: Corpus, settings: AlignSettings | None = None) -> Path | None:
+    """The cache folder of one file's alignment under some settings (None: a corpus without a
+    source file): a key made of the file's bytes, the settings, the schema and `ALIGN_VERSION`.
+    `aligned_corpus` (training) and `psyattrs data align` share it."""
+    import hashlib
+    import json
+
+    if corpus.source is None:
+        return None
+    settings = settings or AlignSettings()
+    digest = hashlib.sha256(Path(corpus.source).read_bytes())
+    digest.update(json.dumps({"settings": settings.to_dict(), "version": ALIGN_VERSION, "schema": corpus.schema.to_dict()},
+                             sort_keys=True, default=str).encode())
+    return cache_folder() / digest.hexdigest()[:24]
+
+
+CACHE_FILES = ("aligned.csv", "report.jsonl", "history.csv")
+"""What a cache entry holds: `write_aligned`'s table, `write_report`'s report, the rounds."""
+
+
+def cached_alignment(corpus: Corpus, *, settings: AlignSettings | None = None, progress: bool = False
+                     ) -> tuple[Path | None, AlignResult | None]:
+    """The alignment of a public file, from the cache or made now and cached.
+
+    Returns:
+        (the cache folder holding `CACHE_FILES`, or None for a corpus without a source file;
+        the `AlignResult` when the alignment ran now, None when it came from the cache).
+    """
+    folder = cache_entry(corpus, settings)
+    if folder is not None and all((folder / name).is_file() for name in CACHE_FILES):
+        return folder, None
+    result = align_public(corpus, settings=settings, progress=progress)
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        write_report(result, folder / "report.jsonl")
+        result.history.to_csv(folder / "history.csv", index=False)
+        write_aligned(result, folder / "aligned.tmp")
+        (folder / "aligned.tmp").replace(folder / "aligned.csv")  # last: its presence marks a complete entry
+    return folder, result
+
+
+def aligned_corpus(corpus: Corpus, *, settings: AlignSettings | None = None, cache: bool = True,
+                   progress: bool = True) -> Corpus:
     """The public release as an utterance-level corpus: `align_public`, cached per file and settings.
 
     This is how training reads the public file directly (`data.path` pointing at it): the
-    alignment runs once and is kept in `cache_folder()` under a key made of the file's bytes, the
-    settings and `ALIGN_VERSION`; later reads of the same file load the cached table.
+    alignment runs once and is kept in `cache_folder()` (`cache_entry`: the same entry
+    `psyattrs data align` uses with the same settings); later reads of the same file load the
+    cached table.
 
     Args:
         corpus: what `read_public` returns (its `source` file is hashed for the key; without a
             source nothing is cached).
         settings: the aligner's settings (default `AlignSettings()`).
         cache: False always aligns and writes nothing.
+        progress: while aligning, one line per round on standard error (and a bar on a terminal).
 
     Returns:
         A `Corpus` (format `generic`, record kind `sentence`) whose utterances carry the final labels
         and `ALIGN_COLUMNS`; `problems` lists the conversations set aside (reader's and aligner's).
     """
-    import hashlib
-    import json
-
     settings = settings or AlignSettings()
     if not cache or corpus.source is None:
-        return align_public(corpus, settings=settings).to_corpus()
-    digest = hashlib.sha256(corpus.source.read_bytes())
-    digest.update(json.dumps({"settings": settings.to_dict(), "version": ALIGN_VERSION, "schema": corpus.schema.to_dict()},
-                             sort_keys=True, default=str).encode())
-    folder = cache_folder() / digest.hexdigest()[:24]
-    table, report = folder / "aligned.csv", folder / "report.jsonl"
-    if table.is_file() and report.is_file():
-        from psyattrs.data.generic import read_generic
+        return align_public(corpus, settings=settings, progress=progress).to_corpus()
+    folder, result = cached_alignment(corpus, settings=settings, progress=progress)
+    if result is not None:
+        return result.to_corpus()
+    from psyattrs.data.generic import read_generic
 
-        cached = read_generic(table, corpus.schema)
-        rep = pd.read_json(report, lines=True, dtype={"doc_id": str})
-        cached.problems = [Problem(str(r["doc_id"]), str(r["reason"]), "alignment")
-                           for _, r in rep[rep["status"] != "aligned"].iterrows()]
-        cached.source = corpus.source
-        return cached
-    result = align_public(corpus, settings=settings)
-    folder.mkdir(parents=True, exist_ok=True)
-    write_aligned(result, folder / "aligned.tmp")
-    write_report(result, report)
-    (folder / "aligned.tmp").replace(table)
-    return result.to_corpus()
+    cached = read_generic(folder / "aligned.csv", corpus.schema)
+    rep = pd.read_json(folder / "report.jsonl", lines=True, dtype={"doc_id": str})
+    cached.problems = [Problem(str(r["doc_id"]), str(r["reason"]), "alignment")
+                       for _, r in rep[rep["status"] != "aligned"].iterrows()]
+    cached.source = corpus.source
+    return cached

@@ -17,6 +17,7 @@ import pandas as pd
 
 from psyattrs.align import dp, lattice
 from psyattrs.align.classifier import ModelScorer, TfidfScorer
+from psyattrs.align.coherence import CoherenceModel
 from psyattrs.align.conversations import Candidates, Conversation, Mode
 from psyattrs.align.priors import BoundaryModel, Priors, RunModel, SwitchModel
 from psyattrs.align.settings import TFIDF_FEATURES, AlignSettings
@@ -116,6 +117,14 @@ class Aligner:
                      self.conv_fold[self.cands.pair_conv])
             if settings.run_model else None
         )
+        self.coherence = None
+        self.nonblank = [(np.cumsum(~c.p_blank) - 1, np.cumsum(~c.u_blank) - 1) for c in convs]
+        if settings.coherence:
+            self.coherence = CoherenceModel(
+                [[x for x, b in zip(c.p_text, c.p_blank) if not b] for c in convs],
+                [[x for x, b in zip(c.u_text, c.u_blank) if not b] for c in convs],
+                self.conv_fold,
+            )
         self.pairs = [  # per conversation and treatment: the line pair at each run-score index
             (self.cands.run_pairs(ci, m.p_items, 0), self.cands.run_pairs(ci, m.u_items, 1))
             for ci, c in enumerate(convs)
@@ -196,6 +205,12 @@ class Aligner:
             scores = self.run.log_scores()
             for name, pair in zip(("persona_run", "user_run"), self.pairs[self._mode_index[(ci, mi)]]):
                 runs[name] = np.where((pair >= 0)[:, None], scores[np.maximum(pair, 0)], 0.0)
+        log_end = None
+        if self.settings.turn_shape > 0:  # the user opens, the persona closes (a pause is the persona's)
+            log_start = log_start.copy()
+            log_start[[lattice.PERSONA, lattice.PAUSE]] -= self.settings.turn_shape
+            log_end = np.array([0.0, -self.settings.turn_shape, 0.0])
+        cross = self.cross_scores(ci, mode) if self.coherence is not None and self.coherence.fitted else {}
         return lattice.Lattice(
             emit_persona=emit(ids_p),
             emit_user=emit(ids_u),
@@ -207,8 +222,50 @@ class Aligner:
             log_skip=float(np.log(mode.skip)) if mode.skip > 0 else -np.inf,
             log_phantom=float(np.log(priors.phantom)) if mode.max_phantoms else -np.inf,
             max_phantoms=mode.max_phantoms,
+            log_end=log_end,
             **runs,
+            **cross,
         )
+
+    def _pair_index(self, ci: int, mode: Mode) -> tuple[np.ndarray, np.ndarray]:
+        """Non-blank line index of each persona item and each user item of a treatment (-1: blank)."""
+        c = self.convs[ci]
+        nb_p, nb_u = self.nonblank[ci]
+        pa = np.where(c.p_blank[mode.p_items], -1, nb_p[mode.p_items]) if len(mode.p_items) else np.zeros(0, int)
+        ub = np.where(c.u_blank[mode.u_items], -1, nb_u[mode.u_items]) if len(mode.u_items) else np.zeros(0, int)
+        return pa.astype(np.int64), ub.astype(np.int64)
+
+    def cross_scores(self, ci: int, mode: Mode) -> dict[str, np.ndarray]:
+        """The coherence model's `persona_user` and `user_persona` of a treatment's lattice."""
+        pa, ub = self._pair_index(ci, mode)
+        m, n = len(pa), len(ub)
+        w = self.settings.coherence_weight
+        s_pu, s_up = self.coherence.scores[ci]
+        pu, up = np.zeros((m + 1, n + 1)), np.zeros((m + 1, n + 1))
+        ok = (pa[:, None] >= 0) & (ub[None, :] >= 0)
+        if m and n:
+            vals = s_pu[np.maximum(pa, 0)[:, None], np.maximum(ub, 0)[None, :]]
+            pu[1:, :n] = np.where(ok, w * vals, 0.0)  # persona item i - 1, then user item j
+            vals = s_up[np.maximum(ub, 0)[None, :], np.maximum(pa, 0)[:, None]]
+            up[:m, 1:] = np.where(ok, w * vals, 0.0)  # user item j - 1, then persona item i
+        return {"persona_user": pu, "user_persona": up}
+
+    def cross_events(self, ci: int, mode: Mode, post: lattice.Posteriors) -> tuple[np.ndarray, ...]:
+        """The posterior's changes and states by non-blank line pair (`CoherenceModel.fit`)."""
+        c = self.convs[ci]
+        pa, ub = self._pair_index(ci, mode)
+        n_p, n_u = int((~c.p_blank).sum()), int((~c.u_blank).sum())
+        m, n = len(pa), len(ub)
+        out = [np.zeros((n_p, n_u)), np.zeros((n_p, n_u)), np.zeros((n_u, n_p)), np.zeros((n_u, n_p))]
+        if not (m and n and post.persona_at.size):
+            return tuple(out)
+        ok = (pa[:, None] >= 0) & (ub[None, :] >= 0)
+        rows, cols = np.nonzero(ok)
+        for k, arr in enumerate((post.persona_user, post.persona_at)):
+            np.add.at(out[k], (pa[rows], ub[cols]), arr[1:, :n][rows, cols])
+        for k, arr in enumerate((post.user_persona, post.user_at)):
+            np.add.at(out[2 + k], (ub[cols], pa[rows]), arr[:m, 1:][rows, cols])
+        return tuple(out)
 
     def _lattices(self, ci: int, logp: dict[str, np.ndarray], priors: Priors) -> list[lattice.Lattice]:
         c = self.convs[ci]
@@ -247,6 +304,41 @@ class Aligner:
     def _decode(fit: Fit, lat: lattice.Lattice) -> None:
         fit.path = dp.viterbi(lat)
         fit.confidence = np.array([step_posterior(fit.post, st) for st in fit.path.steps]) * fit.mode_prob
+
+    @staticmethod
+    def speaker_runs(fit: Fit) -> int:
+        """Persona/user runs of a fit's best reading (pauses left out)."""
+        kinds = [st.kind for st in fit.path.steps if st.kind in (lattice.PERSONA, lattice.USER)]
+        return 1 + sum(a != b for a, b in zip(kinds, kinds[1:])) if kinds else 0
+
+    def match_runs(self, ci: int, fit: Fit | None, logp: dict[str, np.ndarray], priors: Priors, tries: int = 6) -> Fit | None:
+        """The fit whose best reading has runs_per_turn x total_turn speaker runs, found by
+        bisection on the conversation's change shift (`AlignSettings.exact_turns`); the closest
+        when none of the tries reaches it (ties: the unshifted fit)."""
+        c = self.convs[ci]
+        if fit is None or fit.path is None or not np.isfinite(c.total_turn):
+            return fit
+        target = int(round(self.settings.runs_per_turn * c.total_turn))
+        base = float(self.tilt[ci])
+        best, best_gap, best_tilt = fit, abs(self.speaker_runs(fit) - target), base
+        lo, hi = (base, max(base, 8.0)) if self.speaker_runs(fit) < target else (min(base, -8.0), base)
+        for _ in range(tries):
+            if best_gap == 0:
+                break
+            mid = (lo + hi) / 2
+            self.tilt[ci] = mid
+            trial = self.align_one(ci, logp, priors, decode=True)
+            if trial is None:
+                break
+            runs = self.speaker_runs(trial)
+            if abs(runs - target) < best_gap:
+                best, best_gap, best_tilt = trial, abs(runs - target), mid
+            if runs < target:
+                lo = mid
+            else:
+                hi = mid
+        self.tilt[ci] = best_tilt
+        return best
 
     def update_tilts(self, fits: list[Fit | None], priors: Priors) -> None:
         for ci, f in enumerate(fits):
@@ -319,13 +411,16 @@ class Aligner:
             if np.isfinite(c.total_turn):
                 switches += change[a : a + c.T].sum()
                 turns += c.total_turn
+        coherence = [None] * len(self.convs)
+        if self.coherence is not None:
+            coherence = [None if f is None else self.cross_events(ci, f.mode, f.post) for ci, f in enumerate(fits)]
         rows = np.flatnonzero(mass >= 0.5)
         targets = {name: d[rows] / mass[rows, None] for name, d in dist.items()}
         cont = self._continuations(mass)
         rate = np.divide(change, both, out=np.zeros_like(change), where=both > 0)
         return rows, targets, {"pause": pause, "trans": trans, "start": start, "switches": switches,
                                "turns": turns, "continuations": cont, "change": rate, "change_weight": both,
-                               "run_stay": run_stay, "run_leave": run_leave}
+                               "run_stay": run_stay, "run_leave": run_leave, "coherence": coherence}
 
     def _continuations(self, mass: np.ndarray) -> np.ndarray:
         """Posterior that each line pair shares a unit (from the units' posterior mass)."""

@@ -41,6 +41,17 @@ class AlignSettings:
             posteriors moved at most this much (`AlignResult.history`'s `moved`).
         run_model: score where each speaker's runs end from the text around the break
             (`priors.RunModel`, learnt from the rounds' posteriors).
+        turn_shape: log-penalty of a reading that does not open with the user or does not close
+            with the persona (a closing pause is the persona's); 0 = none. Every conversation
+            read by hand opens with the user and closes with the persona (`total_turn` counts
+            user-then-persona exchanges); a finite penalty lets the rare exception still align.
+        exact_turns: after the last round, shift each conversation's change probabilities
+            (a bisection on its logit shift, a few DP passes) until its best reading has exactly
+            runs_per_turn x total_turn speaker runs, where some shift reaches it (else the
+            closest); the posteriors and confidences are those of the chosen shift.
+        coherence: score each speaker change by the two lines on either side of it
+            (`psyattrs.align.coherence.CoherenceModel`, learnt from the rounds' posteriors).
+        coherence_weight: weight of the coherence log-ratios (> 0).
         seed: folds and solvers.
     """
 
@@ -54,6 +65,10 @@ class AlignSettings:
     match_turns: bool = True
     min_change: float = 0.002
     run_model: bool = True
+    turn_shape: float = 0.0
+    exact_turns: bool = False
+    coherence: bool = False
+    coherence_weight: float = 1.0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -70,11 +85,13 @@ class AlignSettings:
             unknown = sorted(set(self.model_settings) - allowed)
             if unknown:
                 raise ValueError(f"align model_settings {unknown} unknown for kind 'tfidf'; allowed: {sorted(allowed)}")
-        for name in ("emission_weight", "runs_per_turn"):
+        for name in ("emission_weight", "runs_per_turn", "coherence_weight"):
             w = getattr(self, name)
             if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 < w < float("inf"):
                 raise ValueError(f"align setting {name!r} must be a number > 0, got {w!r}")
-        for name in ("match_turns", "run_model"):
+        if isinstance(self.turn_shape, bool) or not isinstance(self.turn_shape, (int, float)) or not 0 <= self.turn_shape < float("inf"):
+            raise ValueError(f"align setting 'turn_shape' must be a number >= 0, got {self.turn_shape!r}")
+        for name in ("match_turns", "run_model", "coherence", "exact_turns"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"align setting {name!r} must be true or false, got {getattr(self, name)!r}")
         if isinstance(self.min_change, bool) or not isinstance(self.min_change, (int, float)) or not 0 <= self.min_change < 1:

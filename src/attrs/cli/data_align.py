@@ -6,9 +6,12 @@ the per-sentence layout with the final labels and `align_confidence`; the report
 conversation (log-likelihood, pause treatment, merged lines, ...; set-aside conversations with the
 reason).
 
-`data show-aligned ANNOTATED.csv --doc DOC_ID` prints one reconstructed conversation as a
-two-column dialogue, persona on the left and user on the right, each sentence with its labels
-and confidence, for a reader to judge.
+`data show-aligned ANNOTATED.csv --doc DOC_ID [--gold DIR]` prints one reconstructed conversation
+as a two-column dialogue, persona on the left and user on the right, each sentence with its labels
+and confidence (`?` marks an uncertain placement), for a reader to judge. With `--gold`, a folder of
+hand-made reading orders (`psyattrs.align.gold`), every user sentence the readers place elsewhere is
+marked `x` with where they place it, and a summary line gives the share of agreed user lines placed
+as the readers place them.
 
 Exit codes: 0 written / shown; 1 no conversation could be aligned; 2 the input cannot be used.
 """
@@ -23,8 +26,8 @@ from pathlib import Path
 from psyattrs.cli._options import add_tracking_uri
 from psyattrs.errors import InputFileError
 
-LOW_CONFIDENCE = 0.5
-"""Sentences below this confidence are marked with `?` in `show-aligned`."""
+LOW_CONFIDENCE = 0.9
+"""Sentences below this confidence are marked with `?` (uncertain placement) in `show-aligned`."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -60,6 +63,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show.add_argument("--doc", required=True, metavar="DOC_ID", help="the conversation to print")
     show.add_argument("--width", type=int, default=None, help="line width (default: the terminal's, at least 80)")
     show.add_argument("--schema", default=None, help="label schema: 'opela' (default) or a YAML file")
+    show.add_argument("--gold", default=None, metavar="DIR",
+                      help="a folder of hand-made reading orders (reader*/DOC_ID.json): mark where the reconstruction differs")
     show.set_defaults(func=show_handler)
 
 
@@ -70,8 +75,11 @@ def _writable(path: str, what: str) -> None:
 
 def align_handler(args: argparse.Namespace) -> int:
     """Runs `data align`; returns the exit code."""
+    import shutil
+
     from psyattrs.data import load_corpus
-    from psyattrs.align import align_public, write_aligned, write_report
+    from psyattrs.align import AlignSettings, align_public, write_aligned, write_report
+    from psyattrs.align.reconstruct import cached_alignment
     from psyattrs.serving.predict import Predictor
 
     _writable(args.out, "output")
@@ -82,22 +90,36 @@ def align_handler(args: argparse.Namespace) -> int:
                           ("max_lines", args.max_lines), ("seed", args.seed)) if v is not None
     }
     corpus = load_corpus(args.path, format="public", schema=args.schema)
-    label_model = None if args.label_model is None else Predictor(args.label_model, tracking_uri=args.tracking_uri)
-    result = align_public(corpus, progress=not args.quiet, label_model=label_model, **overrides)
-    write_aligned(result, args.out)
-    report = result.report
+    if args.label_model is None:  # the cache `psyattrs train` on the same file uses
+        import pandas as pd
+
+        folder, result = cached_alignment(corpus, settings=AlignSettings(**overrides), progress=not args.quiet)
+        if result is None:
+            shutil.copyfile(folder / "aligned.csv", args.out)
+            table = pd.read_csv(args.out, usecols=["align_confidence"])
+            report = pd.read_json(folder / "report.jsonl", lines=True, dtype={"doc_id": str})
+            history = pd.read_csv(folder / "history.csv")
+            print(f"(from the alignment cache: {folder})")
+        else:
+            write_aligned(result, args.out)
+            table, report, history = result.utterances, result.report, result.history
+    else:
+        label_model = Predictor(args.label_model, tracking_uri=args.tracking_uri)
+        result = align_public(corpus, progress=not args.quiet, label_model=label_model, **overrides)
+        write_aligned(result, args.out)
+        table, report, history = result.utterances, result.report, result.history
     aligned = report[report["status"] == "aligned"]
     print(f"{len(aligned)} of {len(report)} conversation(s) aligned; {len(report) - len(aligned)} set aside")
-    print(f"{len(result.utterances)} sentence row(s) written to {args.out}")
+    print(f"{len(table)} sentence row(s) written to {args.out}")
     if len(aligned):
         counted = int((aligned["mode"] == "pauses counted").sum())
-        conf = result.utterances["align_confidence"]
+        conf = table["align_confidence"]
         print(
             f"pause treatment: {counted} counted, {len(aligned) - counted} not counted; merged lines: "
             f"{int(aligned['merged_lines'].sum())}; mean confidence {conf.mean():.3f}, "
             f"{(conf >= 0.9).mean():.1%} of sentences >= 0.9"
         )
-    h = result.history
+    h = history
     rounds = ", ".join(
         f"{int(r.iteration)}: " + ("-" if math.isnan(r.changed) else f"{r.changed:.1%} / {r.moved:.1%}")
         for r in h.itertuples()
@@ -106,7 +128,10 @@ def align_handler(args: argparse.Namespace) -> int:
     for _, r in report[report["status"] != "aligned"].head(5).iterrows():
         print(f"  set aside: {r['doc_id']}: {r['reason']}")
     if args.report:
-        write_report(result, args.report)
+        if result is None:
+            shutil.copyfile(folder / "report.jsonl", args.report)
+        else:
+            write_report(result, args.report)
         print(f"report: {len(report)} conversation line(s) written to {args.report}")
     return 0 if len(aligned) else 1
 
@@ -131,8 +156,60 @@ def show_handler(args: argparse.Namespace) -> int:
     width = args.width or max(80, _terminal_width())
     if width < 60:
         raise ValueError(f"--width must be at least 60, got {width}")
-    print(format_dialogue(rows, schema, width))
+    marks, summary = None, None
+    if args.gold is not None:
+        marks, summary = gold_marks(rows, args.gold, args.doc)
+    print(format_dialogue(rows, schema, width, marks))
+    if summary:
+        print(summary)
     return 0
+
+
+def gold_marks(rows, folder: str, doc: str) -> tuple[dict, str]:
+    """Per row label of `rows` (a conversation of an aligned table), the mark of its user lines
+    against the hand-made orders in `folder`, and a summary line."""
+    import pandas as pd
+
+    from psyattrs.align.gold import gold_counts, read_gold, reading_counts
+
+    gold = read_gold(folder)
+    if doc not in gold:
+        raise ValueError(f"the gold folder {folder} has no reading of {doc!r} ({len(gold)} conversation(s))")
+    for c in ("line_start", "line_end", "is_pause"):
+        if c not in rows:
+            raise ValueError(f"the table has no {c!r} column: it is not a `psyattrs data align` output")
+    rows = rows.assign(
+        line_start=pd.to_numeric(rows["line_start"], errors="coerce"), line_end=pd.to_numeric(rows["line_end"], errors="coerce"),
+        is_pause=rows["is_pause"].astype(str).str.strip().str.lower().isin({"1", "true"}),
+        align_confidence=pd.to_numeric(rows["align_confidence"], errors="coerce"),
+    )
+    units = rows[~rows["is_pause"] & rows["line_start"].notna()]
+    persona = units[units["person_type"] == "persona"]
+    used = {i for a, b in zip(persona["line_start"], persona["line_end"]) for i in range(int(a), int(b))}
+    size = max([i for who, i in next(iter(gold[doc].orders.values())) if who == "P"] + [-1] + list(used)) + 1
+    blank = [i not in used for i in range(size)]
+    readers = [gold_counts(o, blank) for o in gold[doc].orders.values()]
+    got, _ = reading_counts(rows.reset_index(drop=True).assign(position=range(len(rows))))
+    marks, right, total = {}, 0, 0
+    for idx, r in units[units["person_type"] == "user"].iterrows():
+        notes = []
+        for j in range(int(r["line_start"]), int(r["line_end"])):
+            values = {c.get(j) for c in readers}
+            if len(values) != 1 or None in values:
+                notes.append(f"U{j}: readers differ")
+                continue
+            want = values.pop()
+            total += 1
+            if got.get(j) == want:
+                right += 1
+            else:
+                notes.append(f"U{j}: readers put it after {want} persona line(s), here {got.get(j)}")
+        if notes:
+            marks[idx] = "x " + "; ".join(notes)
+    share = f"{right / total:.1%}" if total else "n/a"
+    summary = (f"gold ({', '.join(sorted(gold[doc].orders))}): {right} of {total} agreed user line(s) placed as the "
+               f"readers place them ({share}); x marks the others")
+    return marks, summary
 
 
 def _terminal_width() -> int:
@@ -141,18 +218,20 @@ def _terminal_width() -> int:
     return shutil.get_terminal_size((120, 40)).columns
 
 
-def format_dialogue(rows, schema, width: int) -> str:
+def format_dialogue(rows, schema, width: int, marks: dict | None = None) -> str:
     """One conversation as text: a header, then one block per sentence in two columns.
 
     Args:
         rows: the conversation's rows of an aligned table (chronological).
         schema: the heads (labels are shown as `head=value`, abbreviated to three letters).
         width: total line width (>= 60).
+        marks: optional {row label: note}, printed under the sentence (e.g. where the hand-made
+            order differs).
 
     Returns:
         The dialogue; persona sentences in the left column, user sentences in the right one,
         pauses as a centred marker; each sentence's last line ends with its labels and
-        confidence (`?` below 0.5).
+        confidence (`?` below `LOW_CONFIDENCE`: an uncertain placement).
     """
     import pandas as pd
 
@@ -170,7 +249,7 @@ def format_dialogue(rows, schema, width: int) -> str:
         f"{'#':>4} {_pad('persona', col)} | {_pad('user', col)} | labels / confidence",
         "-" * min(width, 4 + 2 * col + label_w + 7),
     ]
-    for k, (_, r) in enumerate(rows.iterrows(), start=1):
+    for k, (idx, r) in enumerate(rows.iterrows(), start=1):
         labels = " ".join(
             f"{h[:3]}={'-' if pd.isna(r[final_column(h)]) else int(r[final_column(h)])}" for h in schema.head_names
         )
@@ -188,6 +267,8 @@ def format_dialogue(rows, schema, width: int) -> str:
                 left, right = (w, "") if r["person_type"] == "persona" else ("", w)
                 end = f" | {labels} {tag}" if j == len(wrapped) - 1 else " |"
                 lines.append(f"{k if j == 0 else '':>4} {_pad(left, col)} | {_pad(right, col)}{end}")
+        if marks and idx in marks:
+            lines.append(f"{'':>4} {marks[idx]}")
         out.extend(lines)
     return "\n".join(out)
 
