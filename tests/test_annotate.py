@@ -256,6 +256,28 @@ def test_table_rejects_rows_with_reasons(model_folder, tmp_path):
     assert "not contiguous" in rejects[-1]["reason"]
 
 
+def test_table_rows_cut_short_are_rejected_as_such_across_read_batches(model_folder, tmp_path):
+    table = _table()
+    path = tmp_path / "table.csv"
+    table.to_csv(path, index=False)
+    columns = list(table.columns)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    text_at = columns.index("text")
+    lines[2] = ",".join(lines[2].split(",")[:text_at])  # data row 2 ends before its text
+    lines[6] = ",".join(lines[6].split(",")[:len(columns) - 1])  # data row 6 lacks its last field
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = annotate(path, model_folder, tmp_path / "out.parquet", chunk_size=3, progress=False)
+    assert result.balanced and (result.n_read, result.n_rejected) == (len(table), 2)
+    rejects = [json.loads(line) for line in result.rejects.read_text(encoding="utf-8").splitlines()]
+    assert [(r["row"], r["field"]) for r in rejects] == [(2, "row"), (6, "row")]
+    assert rejects[0]["reason"] == (f"this row has {text_at} field(s) but the header has {len(columns)} "
+                                    f"(cut short before column 'text')")
+    assert "empty text" not in rejects[0]["reason"]
+    # read in batches of two rows, the field counts stay with their rows
+    chunks = list(TableSource(path, 3, batch_rows=2).chunks())
+    assert [(r["row"], r["field"]) for c in chunks for r in c.rejects] == [(2, "row"), (6, "row")]
+
+
 def test_table_chunks_carry_conversations_across_read_batches(tmp_path):
     table = _table()
     path = tmp_path / "table.csv"

@@ -48,6 +48,7 @@ The modules of `psyattrs.align` are listed in its `__init__`.
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,7 @@ from psyattrs.align.rounds import Aligner, Fit
 from psyattrs.align.settings import AlignSettings
 from psyattrs.data.output import atomic_output
 from psyattrs.data.table import Corpus, Problem, final_column
+from psyattrs.errors import OutputFileError, PsyattrsWarning
 from psyattrs.schema import Schema
 
 __all__ = [
@@ -386,7 +388,8 @@ def cached_alignment(corpus: Corpus, *, settings: AlignSettings | None = None, p
     """The alignment of a public file, from the cache or made now and cached.
 
     Returns:
-        (the cache folder holding `CACHE_FILES`, or None for a corpus without a source file;
+        (the cache folder holding `CACHE_FILES`, or None for a corpus without a source file or
+        when the cache could not be written (a warning says why);
         the `AlignResult` when the alignment ran now, None when it came from the cache).
     """
     folder = cache_entry(corpus, settings)
@@ -394,11 +397,15 @@ def cached_alignment(corpus: Corpus, *, settings: AlignSettings | None = None, p
         return folder, None
     result = align_public(corpus, settings=settings, progress=progress)
     if folder is not None:
-        folder.mkdir(parents=True, exist_ok=True)
-        write_report(result, folder / "report.jsonl")
-        result.history.to_csv(folder / "history.csv", index=False)
-        write_aligned(result, folder / "aligned.tmp")
-        (folder / "aligned.tmp").replace(folder / "aligned.csv")  # last: its presence marks a complete entry
+        try:  # each file complete or absent (atomic_output); aligned.csv last: it marks a complete entry
+            write_report(result, folder / "report.jsonl")
+            with atomic_output(folder / "history.csv", make_parents=True) as tmp:
+                result.history.to_csv(tmp, index=False)
+            write_aligned(result, folder / "aligned.csv")
+        except OutputFileError as exc:  # the cache only saves time: the alignment itself is not lost
+            warnings.warn(f"the alignment was not cached ({exc}); it is used as it is and redone next time",
+                          PsyattrsWarning, stacklevel=2)
+            return None, result
     return folder, result
 
 

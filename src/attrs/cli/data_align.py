@@ -80,6 +80,7 @@ def align_handler(args: argparse.Namespace) -> int:
     from psyattrs.data import load_corpus
     from psyattrs.align import AlignSettings, align_public, write_aligned, write_report
     from psyattrs.align.reconstruct import cached_alignment
+    from psyattrs.data.output import atomic_output
     from psyattrs.serving.predict import Predictor
 
     _writable(args.out, "output")
@@ -95,7 +96,8 @@ def align_handler(args: argparse.Namespace) -> int:
 
         folder, result = cached_alignment(corpus, settings=AlignSettings(**overrides), progress=not args.quiet)
         if result is None:
-            shutil.copyfile(folder / "aligned.csv", args.out)
+            with atomic_output(args.out) as tmp:  # complete or absent, as every output
+                shutil.copyfile(folder / "aligned.csv", tmp)
             table = pd.read_csv(args.out, usecols=["align_confidence"])
             report = pd.read_json(folder / "report.jsonl", lines=True, dtype={"doc_id": str})
             history = pd.read_csv(folder / "history.csv")

@@ -22,7 +22,9 @@ Sources:
   (optional: `sent_id`, `position`, `person_type`, `person_name`, `person_id`, `is_pause`,
   `turn`, `time`), rows of a conversation contiguous and in order. Rejected rows: no `doc_id`,
   empty text on a non-pause row, an `is_pause` or `position` that is not a 0/1 flag or an integer,
-  and rows of a conversation that resumes after other conversations (named in the reason).
+  rows of a conversation that resumes after other conversations (named in the reason), and CSV
+  rows with fewer fields than the header (a file cut short; pandas would pad them with empty
+  cells), named as such rather than by the empty cells they leave.
 - `LewidiSource`: a LeWiDi harmonised JSON file (FORMATS §7; one JSON object, read whole, as
   `psyattrs.data.lewidi.read_lewidi` reads it); items the reader sets aside are the first chunk's
   rejects, one per item.
@@ -31,6 +33,9 @@ Sources:
 from __future__ import annotations
 
 import codecs
+import csv
+import io
+import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -201,6 +206,22 @@ def _flag(values: pd.Series) -> tuple[pd.Series, pd.Series]:
     return text.isin(_TRUE), ~ok
 
 
+_N_FIELDS = "__psyattrs_n_fields"  # a batch's own column: each CSV row's number of fields
+
+
+def _field_counts(text: "io.TextIOBase") -> Iterator[int]:
+    """The number of fields of each data row of a CSV file opened as text (header skipped;
+    blank lines are not rows, as for pandas)."""
+    limit = csv.field_size_limit()
+    csv.field_size_limit(1 << 30)
+    try:
+        records = (len(r) for r in csv.reader(text) if r)
+        next(records, None)
+        yield from records
+    finally:
+        csv.field_size_limit(limit)
+
+
 class TableSource:
     """An utterance table (CSV or Parquet) in chunks of whole conversations (module docstring).
 
@@ -253,13 +274,17 @@ class TableSource:
                 yield frame.astype(object).where(frame.notna(), "").astype(str), done
             return
         encoding = detect_encoding(self.path)
-        with self.path.open("rb") as fh:
+        with self.path.open("rb") as fh, self.path.open(encoding=encoding, newline="") as text:
             reader = pd.read_csv(fh, encoding=encoding, dtype=str, keep_default_na=False, na_filter=False,
                                  usecols=wanted, chunksize=self.batch_rows)
+            counts = _field_counts(text)
             try:
                 for frame in reader:
+                    # each row's own field count, read beside pandas (which pads short rows)
+                    frame[_N_FIELDS] = np.fromiter(itertools.islice(counts, len(frame)), dtype=np.int64,
+                                                   count=len(frame))
                     yield frame, fh.tell()
-            except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+            except (pd.errors.ParserError, UnicodeDecodeError, ValueError, csv.Error) as exc:
                 raise InputFileError(self.path, f"not readable as CSV: {exc}") from None
 
     def chunks(self, start: dict[str, int] | None = None) -> Iterator[Chunk]:
@@ -316,6 +341,13 @@ class TableSource:
             reasons[mask] = reason
             fields[mask] = column
 
+        if _N_FIELDS in rows:  # CSV: rows cut short first, so that they are not called empty
+            n_fields = rows.pop(_N_FIELDS).to_numpy()
+            for i in np.flatnonzero(n_fields < len(self.columns)):
+                n = int(n_fields[i])
+                reasons[i] = (f"this row has {n} field(s) but the header has {len(self.columns)} "
+                              f"(cut short before column {self.columns[n]!r})")
+                fields[i] = "row"
         rows["doc_id"] = rows["doc_id"].astype(str)
         reject(rows["doc_id"].str.strip() == "", "no doc_id", "doc_id")
         doc = rows["doc_id"].to_numpy(dtype=object)
