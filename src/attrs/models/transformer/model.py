@@ -45,6 +45,7 @@ ENCODER_DIR = "encoder"
 DEVICES = ("auto", "cpu", "cuda")
 
 _LABELER_COLUMN_PREFIX = "labeler"
+PREDICT_MAX_TOKENS = 16384  # padded tokens per prediction batch: many short sentences, few long ones
 
 
 def _join_process_group(device) -> None:
@@ -85,7 +86,7 @@ class TransformerModel(MultiHeadModel):
         "resume": False,
         "log_every": 10,
         "device": "auto",
-        "predict_batch_size": 64,
+        "predict_batch_size": 256,
         "quantize": False,
     }
     _packages = ("numpy", "pandas", "scikit-learn", "torch", "transformers", "tokenizers", "safetensors")
@@ -294,17 +295,24 @@ class TransformerModel(MultiHeadModel):
         encoded = self._encode(table)
         out = []
         with torch.inference_mode():
-            for rows in length_sorted_batches(encoded.lengths, self.params["predict_batch_size"]):
+            for rows in length_sorted_batches(encoded.lengths, self.params["predict_batch_size"], PREDICT_MAX_TOKENS):
                 batch = {k: torch.from_numpy(v).to(device) for k, v in collate(encoded, rows).items()}
                 out.append((rows, network(**batch)))
         return out
 
     def _predict_raw(self, table: pd.DataFrame) -> dict[str, np.ndarray]:
-        proba = {h.name: np.zeros((len(table), h.n_classes)) for h in self.schema}
-        for rows, outputs in self._forward_all(table):
-            for name, p in self._network.probabilities(outputs).items():
-                proba[name][rows] = p.double().cpu().numpy()
-        return {h: np.clip(p, 1e-12, None) for h, p in proba.items()}
+        import torch
+
+        parts = self._forward_all(table)
+        order = np.concatenate([rows for rows, _ in parts])
+        proba = {}
+        with torch.inference_mode():  # the batches' outputs joined: one probability pass per head, placed once
+            joined = {h: torch.cat([out[h] for _, out in parts]) for h in self.schema.head_names}
+            for name, p in self._network.probabilities(joined).items():
+                placed = np.empty((len(order), p.shape[1]))
+                placed[order] = p.double().cpu().numpy()
+                proba[name] = np.clip(placed, 1e-12, None)
+        return proba
 
     def predict_labelers(self, table: pd.DataFrame) -> pd.DataFrame:
         """Each labeler's predicted class (only with `labeler_heads`).
