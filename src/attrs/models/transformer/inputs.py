@@ -14,7 +14,9 @@ tokens `[TGT]` and `[/TGT]` (`tokenizer.MARKERS`). The heads pool the target spa
 When the sequence is longer than `max_length`, the oldest context goes first: whole sentences
 from the oldest, then the start of the oldest one still partly kept; the target is never dropped
 (a target longer than the budget alone is cut at its end). Every distinct sentence and role is
-tokenised once per call (`tokenizer(..., add_special_tokens=False)` over the unique texts).
+tokenised once per call over the unique texts (the fast tokenizer's own batch call, ids only;
+`tokenizer(..., add_special_tokens=False)` for other tokenizers). `collate` pads a batch with
+array operations (no Python work per row).
 """
 
 from __future__ import annotations
