@@ -43,7 +43,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "lewidi"
 EXPERIMENTS = REPO / "experiments"
-CLASSICAL = ("majority", "tfidf", "lightgbm")
+CLASSICAL = ("majority", "tfidf", "tfidf_annotators", "lightgbm")
 _NAME = re.compile(r"^(.*)[_-](train|dev|test)\.json$", re.IGNORECASE)
 
 
