@@ -293,7 +293,8 @@ def test_sibling_splits_and_the_files_own_split(tmp_path):
     assert sibling_splits(tmp_path / "Ar_dev.json") is None
 
 
-def test_lewidi_config_trains_on_the_official_splits_with_the_fallback_tokenizer_stated(tmp_path, capsys):
+@pytest.mark.parametrize("name", ["lewidi", "lewidi_annotators"])
+def test_lewidi_config_trains_on_the_official_splits_with_the_fallback_tokenizer_stated(name, tmp_path, capsys):
     import mlflow
 
     from psyattrs.experiments.config import load_config
@@ -301,9 +302,10 @@ def test_lewidi_config_trains_on_the_official_splits_with_the_fallback_tokenizer
 
     path = official_files(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    config = load_config(REPO / "experiments" / "lewidi.yaml",
+    config = load_config(REPO / "experiments" / f"{name}.yaml",
                          [f"data.path={path}", f"tracking.uri={uri}", "model.params.min_df=1"])
     result = train(config, quiet=True)
+    assert result.model.kind == {"lewidi": "tfidf", "lewidi_annotators": "tfidf_annotators"}[name]
     assert result.schema.head_names == ["offensiveness"] and result.schema.language == "ar"
     m = result.metrics
     assert m["n_train_sentences"] == 32 and m["n_valid_sentences"] == 16 and m["n_test_sentences"] == 8
