@@ -33,7 +33,7 @@ import yaml
 from psyattrs.errors import InputFileError
 from psyattrs.labels.aggregate import METHODS as RESOLVE_METHODS
 
-MODEL_KINDS = ("majority", "tfidf", "lightgbm", "transformer", "ensemble")
+MODEL_KINDS = ("majority", "tfidf", "tfidf_annotators", "lightgbm", "transformer", "ensemble")
 SPLIT_BY = ("doc", "persona")
 DATA_FORMATS = ("auto", "annotated", "generic", "lewidi", "long")
 CLASS_WEIGHTS = (None, "balanced")
@@ -223,7 +223,7 @@ class ModelConfig:
     """The model and the options every kind has.
 
     Attributes:
-        kind: `majority`, `tfidf`, `lightgbm`, `transformer` or `ensemble`.
+        kind: `majority`, `tfidf`, `tfidf_annotators`, `lightgbm`, `transformer` or `ensemble`.
         params: kind-specific settings passed to `build_model` unchanged (checked there).
         class_weight: None or `balanced`.
         tune_thresholds: tune a per-head decision threshold on the validation split.
