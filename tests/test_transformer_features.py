@@ -166,3 +166,111 @@ def test_training_and_prediction_build_identical_inputs(corpus, monkeypatch, tmp
     bare = {sid: ids for sids, batch in seen for sid, ids in zip(sids, batch)}
     users = valid_part.loc[valid_part["person_type"] == "user", "sent_id"].astype(str)
     assert all(bare[s] != predicted[s] for s in users)
+
+
+# ------------------------------------------------------------------------ annotator embeddings
+
+BAD = ["awful idiots", "stupid trash", "hate you all", "disgusting liars", "nasty fools", "ugly cheats"]
+OK = ["lovely morning", "thanks friend", "nice game today", "happy birthday", "good luck", "sweet dreams"]
+N_ANNOTATORS = 60
+
+
+def _crowd_file(path: Path, *, seed: int = 0) -> Path:
+    """A LeWiDi-format file rated by 60 annotators, 5 per item: Ann0-Ann2 always say 1, Ann3-Ann5
+    always 0, the others follow the words (mostly)."""
+    rng = np.random.default_rng(seed)
+    items = {}
+    for i in range(240):
+        cls = i % 2
+        text = f"{(BAD if cls else OK)[i // 2 % 6]} {i}"
+        who = [int(rng.integers(0, 6))] + [int(w) for w in rng.choice(np.arange(6, N_ANNOTATORS), 4, replace=False)]
+        votes = [1 if w < 3 else 0 if w < 6 else int(rng.random() < (0.9 if cls else 0.1)) for w in who]
+        share = sum(votes) / 5
+        split = "train" if i < 160 else "dev" if i < 200 else "test"
+        items[str(i)] = {"text": text, "annotation task": "offensiveness detection", "number of annotations": 5,
+                         "annotations": ",".join(map(str, votes)), "annotators": ",".join(f"Ann{w}" for w in who),
+                         "lang": "en", "hard_label": str(int(share > 0.5)),
+                         "soft_label": {"0": round(1 - share, 4), "1": round(share, 4)}, "split": split,
+                         "other_info": {}}
+    path.write_text(json.dumps(items, indent=1), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def crowd(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("crowd")
+    path = _crowd_file(folder / "crowd.json")
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    config = load_config(TINY_CONFIG, [f"data.path={path}", "model.labeler_heads=true", "context.previous=0",
+                                       "model.params.epochs=6", "model.params.batch_size=8", "model.params.hidden_size=32", "model.params.layers=1",
+                                       "model.params.intermediate_size=64", "model.params.vocab_size=300",
+                                       "model.params.max_length=24", "model.params.learning_rate=0.005",
+                                       "model.params.patience=6", "model.calibration=null", f"tracking.uri={uri}"])
+    return train(config, quiet=True), path
+
+
+def test_annotator_embeddings_train_on_a_large_crowd_and_predict_per_annotator(crowd, tmp_path):
+    from psyattrs.data import load_corpus
+
+    result, path = crowd
+    model = result.model
+    assert model.labeler_mode_ == "embeddings" and len(model.annotators_) == N_ANNOTATORS
+    assert model._network.heads["annotator_embedding"].num_embeddings == N_ANNOTATORS + 1
+    head = model.schema.head_names[0]
+    test = load_corpus(path).utterances
+    test = test[test["split"] == "test"].reset_index(drop=True)
+    # who would say what: the always-1 annotators against the always-0 ones
+    per = model.predict_annotators(test, ["Ann0", "Ann1", "Ann2", "Ann3", "Ann4", "Ann5"])
+    yes = per[[f"{head}@Ann{k}" for k in range(3)]].to_numpy().mean()
+    no = per[[f"{head}@Ann{k}" for k in range(3, 6)]].to_numpy().mean()
+    assert yes - no > 0.3, (yes, no)
+    # the item's prediction is the mean over its own annotators' distributions
+    from psyattrs.data.annotations import annotator_slots
+
+    corpus = load_corpus(path)
+    named = annotator_slots(corpus.utterances, corpus.annotations, corpus.schema)
+    named = named[named["split"] == "test"].reset_index(drop=True)
+    proba = model._predict_raw(named)[head]
+    row = 0
+    who = [named.loc[row, f"annotator{k}_{head}"] for k in range(1, 6)]
+    alone = [model._predict_raw(named.iloc[[row]].assign(**{f"annotator{k}_{head}": (a if k == 1 else "")
+                                                          for k in range(1, 6)}))[head][0] for a in who]
+    assert np.allclose(proba[row], np.mean(alone, axis=0), atol=1e-5)
+    # unknown or absent annotators: the learned average annotator
+    absent = model._predict_raw(named.drop(columns=[c for c in named.columns if c.startswith("annotator")]))[head]
+    unknown = model._predict_raw(named.assign(**{f"annotator{k}_{head}": "Nobody" for k in range(1, 6)}))[head]
+    assert np.allclose(absent, unknown) and not np.allclose(absent, proba)
+    # saved and loaded (the logged model, through pyfunc's folder): the same predictions
+    model.save(tmp_path / "m")
+    again = load_model(tmp_path / "m")
+    assert again.annotators_ == model.annotators_
+    assert np.allclose(again._predict_raw(named)[head], proba)
+    assert np.allclose(Predictor(tmp_path / "m").predict(test)[f"{head}_proba_1"], absent[:, 1])
+    with pytest.raises(ValueError, match="annotator embeddings for 60 annotators"):
+        model.predict_labelers(test)
+    with pytest.raises(ValueError, match=r"annotator\(s\) \['Ann999'\] are not among the 60"):
+        model.predict_annotators(test, ["Ann999"])
+
+
+def test_per_labeler_heads_stay_for_a_few_labelers_and_crowds_choose_embeddings(corpus, tmp_path):
+    from psyattrs.data import load_corpus
+    from psyattrs.data.annotations import annotator_slots
+
+    train_part, valid_part = corpus
+    few = build_model("transformer", OPELA, **TINY, labeler_heads=True).fit(train_part, _targets(train_part))
+    assert few.labeler_mode_ == "heads" and few.labelers_ == [1, 2, 3]
+    assert few.predict_labelers(valid_part).shape == (len(valid_part), 3 * len(OPELA))
+    many = train_part.copy()
+    for k in range(4, 30):
+        many[f"labeler{k}_strange"] = many["labeler1_strange"]
+    with pytest.raises(ValueError, match="has 29 labelers; per-labeler heads are for corpora with a few labelers"):
+        build_model("transformer", OPELA, **TINY, labeler_heads=True, labeler_mode="heads").fit(many, _targets(many))
+    auto = build_model("transformer", OPELA, **TINY, labeler_heads=True).fit(many, _targets(many))
+    assert auto.labeler_mode_ == "embeddings" and auto.annotators_[:3] == ["labeler1", "labeler10", "labeler11"]
+    corpus_ = load_corpus(_crowd_file(tmp_path / "crowd.json"))
+    named = annotator_slots(corpus_.utterances, corpus_.annotations, corpus_.schema)
+    targets = mixed_targets(named, corpus_.schema, lam=0.5)
+    with pytest.raises(ValueError, match="vote slots of a crowd"):
+        build_model("transformer", corpus_.schema, **TINY, labeler_heads=True, labeler_mode="heads").fit(named, targets)
+    with pytest.raises(ValueError, match="labeler_mode 'people' is not one of"):
+        build_model("transformer", OPELA, labeler_mode="people")

@@ -8,9 +8,10 @@ feeds one head per schema head:
 - `labelers`: L x K logits, one distribution per labeler (Davani et al. 2022, multi-task); the
   head's probabilities are the labelers' mean distribution;
 - `annotators`: annotator embeddings for large crowds (LeWiDi corpora with hundreds of
-  annotators): one embedding per annotator id is added to the pooled vector and one linear layer
-  per head reads the sum, so every annotator has their own distribution at the cost of one vector
-  each. Row 0 of the embedding table is a learned "average annotator", trained on the item's
+  annotators): one embedding per annotator id is added to the pooled vector, one linear layer
+  per head reads the sum, and a per-annotator class bias per head (zero at the start) is added
+  to its logits, so every annotator has their own distribution at the cost of one vector and K
+  numbers per head each. Row 0 of the embedding table is a learned "average annotator", trained on the item's
   target distribution. `forward` takes `annotators` (head -> (B, S) annotator indices 1.., -1 =
   empty slot) and returns (B, 1 + S, K) logits: the average annotator, then each slot; the
   head's probabilities are the mean over the item's known annotators, the average annotator's
@@ -29,6 +30,7 @@ from torch import nn
 
 HEAD_TYPES = ("linear", "labelers", "annotators", "ordinal")
 GIVEN_SUFFIX = ":given"
+BIAS_SUFFIX = "_annotator_bias"
 """`forward`'s outputs of an `annotators` head also hold `{head}:given`: (B, S) bool, the known slots."""
 
 
@@ -91,6 +93,9 @@ class MultiHeadNetwork(nn.Module):
             layers["annotator_embedding"] = nn.Embedding(self.n_labelers + 1, hidden)
             nn.init.normal_(layers["annotator_embedding"].weight, std=0.02)
         for name, (kind, k) in heads.items():
+            if kind == "annotators":
+                layers[name + BIAS_SUFFIX] = nn.Embedding(self.n_labelers + 1, k)
+                nn.init.zeros_(layers[name + BIAS_SUFFIX].weight)
             if kind in ("linear", "annotators"):
                 layers[name] = nn.Linear(hidden, k)
             elif kind == "labelers":
@@ -121,7 +126,7 @@ class MultiHeadNetwork(nn.Module):
                 average = torch.zeros((raw.shape[0], 1), dtype=torch.long, device=raw.device)
                 index = torch.cat([average, slots.long().clamp_min(0)], dim=1)  # empty slots: masked by given
                 mixed = raw[:, None, :] + self.heads["annotator_embedding"](index).to(raw.dtype)
-                out[name] = self.heads[name](self.dropout(mixed))
+                out[name] = self.heads[name](self.dropout(mixed)) + self.heads[name + BIAS_SUFFIX](index).to(raw.dtype)
                 out[name + GIVEN_SUFFIX] = slots >= 0
                 continue
             z = self.heads[name](pooled)
