@@ -274,3 +274,54 @@ def test_per_labeler_heads_stay_for_a_few_labelers_and_crowds_choose_embeddings(
         build_model("transformer", corpus_.schema, **TINY, labeler_heads=True, labeler_mode="heads").fit(named, targets)
     with pytest.raises(ValueError, match="labeler_mode 'people' is not one of"):
         build_model("transformer", OPELA, labeler_mode="people")
+
+
+@pytest.fixture(scope="module")
+def quantized_run(tmp_path_factory):
+    """The shipped tiny config, shrunk, with predict.quantize and the persona text, trained and tracked."""
+    uri = f"sqlite:///{tmp_path_factory.mktemp('quantized') / 'mlflow.db'}"
+    config = load_config(TINY_CONFIG, [*SHRINK, "predict.quantize=true", "model.params.persona_text=true",
+                                       f"tracking.uri={uri}"])
+    return train(config, quiet=True), uri
+
+
+def test_predict_quantize_reaches_predictor_pyfunc_and_annotate(quantized_run, corpus, tmp_path):
+    from psyattrs.serving.annotate import annotate, read_annotations
+
+    result, uri = quantized_run
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    assert client.get_run(result.run_id).data.params["predict.quantize"] == "True"
+    model = result.model
+    assert model.params["quantize"] and model._quantized is not None  # the run's test scores were quantised
+    frame = corpus[1][["doc_id", "position", "person_type", "person_name_original", "is_pause", "text"]]
+    float_model = load_model(_saved(model, tmp_path / "float", quantize=False))
+    direct = Predictor(model).predict(frame)
+    plain = Predictor(float_model).predict(frame)
+    assert not np.allclose(direct["empathy_proba_2"], plain["empathy_proba_2"])  # quantised: not the float model
+    mlflow.set_tracking_uri(uri)
+    try:
+        pyfunc = mlflow.pyfunc.load_model(result.model_uri)
+    finally:
+        mlflow.set_tracking_uri(None)
+    served = pyfunc.predict(frame)
+    assert np.allclose(served["empathy_proba_2"], direct["empathy_proba_2"])
+    # the persona column reaches the model through the pyfunc signature too
+    bare = pyfunc.predict(frame.drop(columns=["person_name_original"]))
+    assert not np.allclose(bare["empathy_proba_2"], served["empathy_proba_2"])
+    path = tmp_path / "in.csv"
+    frame.to_csv(path, index=False)
+    # one chunk, so the same batches as above: dynamic int8 scales each batch by its own range,
+    # so another batching moves the probabilities slightly
+    annotate(path, _saved(model, tmp_path / "q"), tmp_path / "out.parquet", chunk_size=len(frame), progress=False)
+    out = read_annotations(tmp_path / "out.parquet")
+    assert np.allclose(out["empathy_proba_2"].to_numpy(), direct["empathy_proba_2"].to_numpy())
+    assert not np.allclose(out["empathy_proba_2"].to_numpy(), plain["empathy_proba_2"].to_numpy())
+
+
+def _saved(model, folder: Path, **params) -> Path:
+    model.save(folder)
+    if params:
+        doc = json.loads((folder / "model.json").read_text())
+        doc["settings"].update(params)
+        (folder / "model.json").write_text(json.dumps(doc))
+    return folder
