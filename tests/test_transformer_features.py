@@ -7,6 +7,7 @@ nothing downloads and no real corpus text is used.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -325,3 +326,41 @@ def _saved(model, folder: Path, **params) -> Path:
         doc["settings"].update(params)
         (folder / "model.json").write_text(json.dumps(doc))
     return folder
+
+
+# ------------------------------------------------------------------------ torchrun -m psyattrs
+
+
+@pytest.mark.slow
+def test_torchrun_module_cli_trains_on_two_cpu_processes_with_one_run(tmp_path):
+    if importlib.util.find_spec("torch.distributed.run") is None:
+        pytest.skip("torch.distributed.run (torchrun) is not available")
+    import torch.distributed
+
+    if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
+        pytest.skip("torch.distributed with the gloo backend is not available")
+    (tmp_path / "store").mkdir()
+    (tmp_path / "cwd").mkdir()
+    uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    sets = [a for s in [*SHRINK, "model.params.epochs=2", f"tracking.uri={uri}", "tracking.experiment=ddp-cli"]
+            for a in ("--set", s)]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           "-m", "psyattrs", "train", str(TINY_CONFIG), "--quiet", *sets]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path / "cwd")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert list((tmp_path / "cwd").iterdir()) == []  # rank 1 made no store (mlflow.db, mlruns) of its own
+    digests = dict(line.split(": rank ", 1)[1].split(" of 2: weights ") for line in done.stderr.splitlines()
+                   if line.startswith("psyattrs train: rank ") and ": weights " in line)
+    assert sorted(digests) == ["0", "1"] and digests["0"] == digests["1"]
+    assert "rank 1 of the torchrun launch trained with the others" in done.stderr
+    assert "warning" not in done.stderr.lower()
+    run_id = done.stdout.strip().splitlines()[-1]
+    assert done.stdout.count("tracking store") == 1  # one printout: rank 0's
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([client.get_experiment_by_name("ddp-cli").experiment_id])
+    assert [r.info.run_id for r in runs] == [run_id] and runs[0].info.status == "FINISHED"
+    assert [m.value for m in client.get_metric_history(run_id, "fit_epoch")] == [1.0, 2.0]
+    logged = Predictor(f"runs:/{run_id}/model", tracking_uri=uri).model
+    assert logged.weights_digest() == digests["0"]

@@ -6,7 +6,8 @@ output (a sweep prints one id per line, in sweep order, the last run's id last).
 standard error. Every run gets its HTML report as the artifact `report/report.html`
 (`psyattrs.reports.report.train`). Launched by `torchrun` (`torchrun --nproc_per_node N -m psyattrs
 train CONFIG`), every process trains (data parallelism) and only rank 0 logs the one MLflow run
-and prints; the others print one line to standard error.
+and prints the results; every rank prints the digest of its final weights to standard error
+(`rank R of N: weights DIGEST`: the same on every rank).
 """
 
 from __future__ import annotations
@@ -39,6 +40,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=handler)
 
 
+def _world_size() -> int:
+    import os
+
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 1
+
+
 def _header(result) -> str:
     c = result.config
     split = f"{c.split.folds}-fold cross-validation" if c.split.folds else "test split"
@@ -61,6 +71,10 @@ def handler(args: argparse.Namespace) -> int:
     for member in expand_sweep(config):
         result = train(member, quiet=args.quiet or rank != 0)
         results.append(result)
+        world = _world_size()
+        if world > 1 and hasattr(result.model, "weights_digest"):  # the ranks must agree: say so
+            print(f"psyattrs train: rank {rank} of {world}: weights {result.model.weights_digest()}",
+                  file=sys.stderr, flush=True)
         if rank != 0:  # torchrun: one launch, one run, one printout (rank 0's)
             continue
         print(_header(result))

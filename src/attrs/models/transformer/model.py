@@ -494,6 +494,18 @@ class TransformerModel(MultiHeadModel):
                         columns[f"{h}@{a}"][rows] = classes[:, j]
         return pd.DataFrame(columns, index=table.index)
 
+    def weights_digest(self) -> str:
+        """A digest (16 hex digits) of the network's weights: processes of one `torchrun` launch
+        end with the same one (`psyattrs train` prints it per rank under torchrun)."""
+        import hashlib
+
+        self._check_fitted()
+        digest = hashlib.sha256()
+        for name, tensor in sorted(self._network.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        return digest.hexdigest()[:16]
+
     # -- save / load --------------------------------------------------------------------------
 
     def _save_state(self, folder: Path) -> dict[str, Any]:
