@@ -270,6 +270,9 @@ class SilentRun(Run):
     def log_metrics(self, metrics: Mapping[str, float], *, write_json: bool = True) -> None:
         return None
 
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        return None  # (MLflow would start a stray run of its own in its default store)
+
     def log_text(self, text: str, path: str) -> None:
         return None
 
