@@ -27,6 +27,7 @@ FEATURIZER_DEFAULTS: dict[str, Any] = {
     "char_ngrams": (1, 3),
     "word_ngrams": (1, 2),
     "words": "auto",
+    "analysis": "word",
     "min_df": 2,
     "max_features": 200_000,
     "sublinear_tf": True,
@@ -201,3 +202,4 @@ class TfidfModel(MultiHeadModel):
         saved = joblib.load(folder / STATE_FILE)
         self.featurizer_ = saved["featurizer"]
         self.heads_ = saved["heads"]
+        self.params["analysis"] = self.featurizer_.analysis  # `sentence` for a model saved before the setting
