@@ -66,6 +66,8 @@ def _short_rows(path: Path, encoding: str, n_columns: int, n_rows: int) -> dict[
         InputFileError: the csv module and pandas count the rows differently, so the short rows
             cannot be named.
     """
+    if n_columns <= 1:
+        return {}  # a row has at least one field
     if encoding.replace("_", "-").lower() in _BYTE_SAFE:
         counts = _field_counts(path)
         if counts is not None and len(counts) == n_rows:
@@ -103,6 +105,8 @@ def _count_fields(buf: np.ndarray) -> "np.ndarray | None":
     start = 3 if bytes(buf[:3]) == b"\xef\xbb\xbf" else 0
     buf = buf[start:]
     n = len(buf)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
     quotes = np.flatnonzero(buf == _QUOTE)
     if len(quotes):
         if len(quotes) % 2:
@@ -116,13 +120,13 @@ def _count_fields(buf: np.ndarray) -> "np.ndarray | None":
         if not (ok_open.all() and ok_close.all()):
             return None
 
-    def outside(positions: np.ndarray) -> np.ndarray:
-        if not len(quotes):
-            return positions
-        return positions[np.searchsorted(quotes, positions) % 2 == 0]
-
-    lf = outside(np.flatnonzero(buf == _LF))
-    cr = outside(np.flatnonzero(buf == _CR))
+    if len(quotes):  # outside quotes: an even number of quotes up to here (uint8 wraps, parity stays)
+        outside = (np.cumsum(buf == _QUOTE, dtype=np.uint8) & 1) == 0
+        lf = np.flatnonzero((buf == _LF) & outside)
+        cr = np.flatnonzero((buf == _CR) & outside)
+        commas = (buf == _COMMA) & outside
+    else:
+        lf, cr, commas = np.flatnonzero(buf == _LF), np.flatnonzero(buf == _CR), buf == _COMMA
     if len(cr):
         cr = cr[(cr + 1 >= n) | (buf[np.minimum(cr + 1, n - 1)] != _LF)]  # CR LF ends a record once, at LF
         ends = np.union1d(lf, cr)
@@ -131,7 +135,7 @@ def _count_fields(buf: np.ndarray) -> "np.ndarray | None":
     if not len(ends) or ends[-1] != n - 1:
         ends = np.append(ends, n)  # the last record without a line end
     starts = np.concatenate(([0], ends[:-1] + 1))
-    fields = 1 + np.bincount(np.searchsorted(ends, outside(np.flatnonzero(buf == _COMMA))), minlength=len(ends))
+    fields = 1 + np.add.reduceat(commas, starts, dtype=np.int64)  # a record's commas, up to the next start
     lengths = ends - starts
     blank = (fields == 1) & (lengths == 0)
     for i in np.flatnonzero((fields == 1) & (lengths > 0)):  # a record of spaces and tabs only is blank too
