@@ -120,13 +120,12 @@ def _count_fields(buf: np.ndarray) -> "np.ndarray | None":
         if not (ok_open.all() and ok_close.all()):
             return None
 
-    if len(quotes):  # outside quotes: an even number of quotes up to here (uint8 wraps, parity stays)
-        outside = (np.cumsum(buf == _QUOTE, dtype=np.uint8) & 1) == 0
-        lf = np.flatnonzero((buf == _LF) & outside)
-        cr = np.flatnonzero((buf == _CR) & outside)
-        commas = (buf == _COMMA) & outside
-    else:
-        lf, cr, commas = np.flatnonzero(buf == _LF), np.flatnonzero(buf == _CR), buf == _COMMA
+    # positions only (no array of the file's size but the byte comparisons): a line end is outside
+    # quotes when an even number of quotes comes before it
+    lf, cr, commas = np.flatnonzero(buf == _LF), np.flatnonzero(buf == _CR), np.flatnonzero(buf == _COMMA)
+    if len(quotes):
+        lf = lf[np.searchsorted(quotes, lf) % 2 == 0]
+        cr = cr[np.searchsorted(quotes, cr) % 2 == 0]
     if len(cr):
         cr = cr[(cr + 1 >= n) | (buf[np.minimum(cr + 1, n - 1)] != _LF)]  # CR LF ends a record once, at LF
         ends = np.union1d(lf, cr)
@@ -135,7 +134,10 @@ def _count_fields(buf: np.ndarray) -> "np.ndarray | None":
     if not len(ends) or ends[-1] != n - 1:
         ends = np.append(ends, n)  # the last record without a line end
     starts = np.concatenate(([0], ends[:-1] + 1))
-    fields = 1 + np.add.reduceat(commas, starts, dtype=np.int64)  # a record's commas, up to the next start
+    fields = 1 + np.searchsorted(commas, ends) - np.searchsorted(commas, starts)
+    if len(quotes):  # less the commas inside each quoted cell, in the record that holds it
+        inside = np.searchsorted(commas, closes) - np.searchsorted(commas, opens)
+        fields -= np.bincount(np.searchsorted(ends, opens), weights=inside, minlength=len(ends)).astype(np.int64)
     lengths = ends - starts
     blank = (fields == 1) & (lengths == 0)
     for i in np.flatnonzero((fields == 1) & (lengths > 0)):  # a record of spaces and tabs only is blank too
