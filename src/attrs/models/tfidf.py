@@ -153,7 +153,9 @@ class TfidfModel(MultiHeadModel):
     """TF-IDF n-grams + one logistic regression per head (see the module docstring).
 
     Kind-specific settings (`kind_defaults`): the featurizer's `char_ngrams`, `word_ngrams`,
-    `words` (`auto`, `whitespace`, `none`), `min_df`, `max_features`, `sublinear_tf`, `use_idf`;
+    `words` (`auto`, `whitespace`, `none`), `analysis` (`word`: each whitespace word analysed alone,
+    the default; `sentence`: whole sentences, as models saved before the setting), `min_df`,
+    `max_features`, `sublinear_tf`, `use_idf`;
     `C` (inverse regularisation of the logistic regressions), `max_iter`, `context_scale` (weight
     of the previous sentences' features).
 
