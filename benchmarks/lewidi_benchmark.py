@@ -12,6 +12,9 @@ test file is skipped, saying so), trained on train, calibrated / tuned on dev, s
   (c) every shipped classical config of `experiments/` (sweeps expanded), as the config says,
       with the corpus put in `data.path`;
 - the annotators' own entropy: the cross-entropy floor no model reaches (CE = H + KL);
+- how far annotator-aware models (`tfidf_annotators`) can lean on who rated: the share of the dev and
+  test ratings given by annotators seen in train, their median number of train ratings, and how
+  many items each distinct annotator set rates;
 - how well each model's predicted disagreement finds the items people disagreed on: Spearman
   correlation between the predicted and the annotators' entropy, and the ROC AUC of the predicted
   entropy for picking out the items whose annotators split most evenly (3-2 of 5 on MD-Agreement).
@@ -43,7 +46,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "lewidi"
 EXPERIMENTS = REPO / "experiments"
-CLASSICAL = ("majority", "tfidf", "lightgbm")
+CLASSICAL = ("majority", "tfidf", "tfidf_annotators", "lightgbm")
 _NAME = re.compile(r"^(.*)[_-](train|dev|test)\.json$", re.IGNORECASE)
 
 
@@ -207,6 +210,16 @@ def benchmark_corpus(name: str, files: dict[str, Path], config_names: list[str] 
           f"train {train_c.n_kept}, dev {valid_c.n_kept if valid_c else 0}, test {test_c.n_kept} items, "
           f"{train_c.annotations['annotator'].nunique()} annotators in train; test items scored {int(scored_rows.sum())}, "
           f"most evenly split {even}")
+    seen = train_c.annotations["annotator"].astype(str).value_counts()
+    for part, c in (("dev", valid_c), ("test", test_c)):
+        if c is None or c.annotations is None or not len(c.annotations):
+            continue
+        who = c.annotations["annotator"].astype(str)
+        known = who.isin(seen.index).to_numpy()
+        sets = who.groupby(c.annotations["sent_id"].to_numpy()).agg(",".join)
+        median = int(seen.reindex(who[known]).median()) if known.any() else 0
+        print(f"  {part}: {known.mean():.0%} of its ratings by annotators seen in train (median {median} train "
+              f"ratings each); {len(sets) / sets.nunique():.1f} items per distinct annotator set")
     floor_h = float(entropy(dist[rated]).mean())
     rows = []
     for label, fn in (("(a) majority floor", majority_floor), ("(b) plain reference: sklearn char 2-5 TF-IDF + LR C=4", plain_reference)):

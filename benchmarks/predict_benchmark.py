@@ -1,7 +1,8 @@
 """Benchmark: predict() and annotate with the TF-IDF model next to a plain scikit-learn pipeline.
 
 1. Fits the shipped `baseline_tfidf` model (character 1-3 + kiwipiepy morpheme 1-2 n-gram TF-IDF,
-   one logistic regression per head, no context) on a synthetic Korean corpus (`--train-dialogues`),
+   morphemes of each eojeol analysed alone (`analysis: word`, the default), one logistic
+   regression per head, no context) on a synthetic Korean corpus (`--train-dialogues`),
    and the reference beside it: a plain scikit-learn char TF-IDF (`char_wb` 1-3, same min_df,
    max_features, sublinear tf) + one `LogisticRegression` per head, on the same sentences' final labels.
 2. Draws `--sentences` other synthetic sentences (another seed; the count of distinct texts is printed:
@@ -13,10 +14,13 @@
    - `psyattrs.serving.annotate.annotate` of the same sentences as an utterance-table Parquet file
      (one conversation per sentence, written to a Parquet dataset);
    - `psyattrs.predict` with the same config but `model.params.words=none` (character n-grams only,
-     no morpheme analysis): the speed of the features the reference has.
+     no morpheme analysis): the speed of the features the reference has;
+   - `psyattrs.predict` with `model.params.analysis=sentence` (each sentence analysed whole by
+     kiwipiepy, the analysis before `word` became the default, and that of models saved before).
 3. Prints the median seconds, sentences per second and the ratio to the reference measured in the
    same run (aim, issue 10: predict and annotate at most 2x the reference), and where predict's time
-   goes (normalisation, morpheme analysis, the two TF-IDF blocks, the heads).
+   goes (normalisation, morpheme analysis, the two TF-IDF blocks, the heads), stage by stage as
+   `TextFeaturizer.transform` runs them.
 
     .venv/bin/python benchmarks/predict_benchmark.py [--sentences 30000] [--repeats 3]
 
@@ -58,7 +62,7 @@ def _reference(train: pd.DataFrame, params: dict):
     return vectorizer, heads
 
 
-def _fit(train_dialogues: int, *, words: str = "auto"):
+def _fit(train_dialogues: int, *, words: str = "auto", analysis: str | None = None):
     from psyattrs.synth import synthesize
     from psyattrs.experiments.config import load_config
     from psyattrs.labels.soft import mixed_targets
@@ -70,6 +74,8 @@ def _fit(train_dialogues: int, *, words: str = "auto"):
     settings = config.model.settings(context_previous=config.context.previous, seed=config.seed)
     settings.update(calibration=None, tune_thresholds=False)
     settings["words"] = words
+    if analysis is not None:
+        settings["analysis"] = analysis
     model = build_model("tfidf", OPELA, **settings)
     model.fit(train, mixed_targets(train, OPELA, lam=1.0))
     return model, _reference(train, model.params), len(train)
@@ -100,23 +106,29 @@ def _median(fn, repeats: int) -> float:
 
 
 def _breakdown(model, texts: list[str]) -> list[tuple[str, float]]:
-    """Seconds of predict's stages on the texts, once, from an empty tokenisation cache."""
-    from psyattrs.features.text import clear_tokenizer_cache, normalize_texts, tokenize
+    """Seconds of predict's stages on the texts, once, from an empty tokenisation cache, done as
+    `TextFeaturizer.transform` does them (each distinct sentence once)."""
+    from psyattrs.features.text import (char_wb_transform, clear_tokenizer_cache, normalize_distinct, tokenize,
+                                        word_ngram_transform)
 
     featurizer = model.featurizer_
+    language = featurizer._word_language()
     clear_tokenizer_cache()
     out = []
     start = time.perf_counter()
-    norm = normalize_texts(texts)
-    out.append(("normalise", time.perf_counter() - start))
+    distinct, _ = normalize_distinct(texts)
+    out.append(("normalise (distinct sentences)", time.perf_counter() - start))
     start = time.perf_counter()
-    tokens = tokenize(norm, featurizer._word_language())
-    out.append(("morpheme analysis (kiwipiepy)", time.perf_counter() - start))
+    tokens = tokenize(distinct, language, unit=featurizer.analysis)
+    out.append((f"morpheme analysis (kiwipiepy, {featurizer.analysis})", time.perf_counter() - start))
     start = time.perf_counter()
-    featurizer.char_vectorizer_.transform(norm)
+    char_wb_transform(featurizer.char_vectorizer_, distinct)
     out.append(("char TF-IDF", time.perf_counter() - start))
     start = time.perf_counter()
-    X = featurizer.word_vectorizer_.transform(tokens)
+    if featurizer.analysis == "word":
+        word_ngram_transform(featurizer.word_vectorizer_, distinct, language)
+    else:
+        featurizer.word_vectorizer_.transform(tokens)
     out.append(("morpheme TF-IDF", time.perf_counter() - start))
     X = featurizer.transform(texts)
     start = time.perf_counter()
@@ -141,6 +153,7 @@ def main() -> None:
     start = time.perf_counter()
     model, (vectorizer, heads), n_train = _fit(args.train_dialogues)
     char_only = Predictor(_fit(args.train_dialogues, words="none")[0])
+    whole = Predictor(_fit(args.train_dialogues, analysis="sentence")[0])
     texts = _sentences(args.sentences)
     print(f"fitted on {n_train:,} synthetic sentences in {time.perf_counter() - start:.1f} s; "
           f"predicting {len(texts):,} other synthetic sentences ({len(set(texts)):,} distinct); "
@@ -148,6 +161,7 @@ def main() -> None:
 
     predictor = Predictor(model)
     predictor.predict(texts[:200])  # load kiwipiepy before timing
+    whole.predict(texts[:200])
 
     def reference():
         X = vectorizer.transform(texts)
@@ -167,6 +181,7 @@ def main() -> None:
             "annotate(sentences.parquet)": _median(
                 lambda: annotate(source, predictor, Path(tmp) / "out", restart=True, progress=False), args.repeats),
             "psyattrs.predict, words=none (char only)": _median(lambda: char_only.predict(texts), args.repeats),
+            "psyattrs.predict, analysis=sentence": _median(lambda: whole.predict(texts), args.repeats),
         }
     ref = runs["reference: char TF-IDF + LR (scikit-learn)"]
     header = f"{'what':<44}{'median s':>9}{'sentences/s':>13}{'x reference':>13}"

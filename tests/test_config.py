@@ -72,7 +72,7 @@ def test_a_later_data_source_replaces_the_earlier_one(tmp_path):
         ("model: {knd: tfidf}\n", r"'model.knd'.*allowed keys under 'model': \['kind', 'params'"),
         ("targets: {lamda: 0.5}\n", r"'targets.lamda' \(did you mean 'lambda'\?\)"),
         ("data: {synthetic: {dialogs: 3}}\n", r"'data.synthetic.dialogs'.*\['dialogues', 'seed', 'rare_boost'\]"),
-        ("model: {kind: svm}\n", r"model.kind: 'svm' is not one of \['majority', 'tfidf', 'lightgbm', 'transformer', 'ensemble'\]"),
+        ("model: {kind: svm}\n", r"model.kind: 'svm' is not one of \['majority', 'tfidf', 'tfidf_annotators', 'lightgbm', 'transformer', 'ensemble'\]"),
         ("split: {by: user}\n", r"split.by: 'user' is not one of \['doc', 'persona'\]"),
         ("targets: {lambda: 1.5}\n", r"targets.lambda: must be in \[0.0, 1.0\], got 1.5"),
         ("split: {folds: 1}\n", r"split.folds: must be >= 2, got 1"),

@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.base import clone
 
 from psyattrs.data.table import normalize_table
@@ -110,6 +112,79 @@ def test_featurizer_is_picklable_and_clonable():
     assert (again.transform(TEXTS) != f.transform(TEXTS)).nnz == 0
     c = clone(f)
     assert c.get_params()["char_ngrams"] == (2, 3) and not hasattr(c, "char_vectorizer_")
+
+
+WEIRD = ["", " ", "a", "ab", "ΣΑΣ σας", "x\u3000y", "tab\tsep", "ㅋㅋㅋ ㅋㅋㅋ", "İi", "a  b", "\u200b zero", "e\u0301",
+         "떡볶이 떡볶이 떡볶이", "!!! ?!", "나\n왔어"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from(list("ab 떡볶이 ㅋ!\t\u3000Σς")), max_size=12), min_size=1, max_size=12))
+def test_char_wb_transform_equals_scikit_learns(extra):
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    from psyattrs.features.text import char_wb_transform
+
+    texts = TEXTS + WEIRD
+    for sublinear, use_idf in ((True, True), (False, False)):
+        vec = TfidfVectorizer(analyzer="char_wb", ngram_range=(1, 3), min_df=1, sublinear_tf=sublinear, use_idf=use_idf,
+                              dtype=np.float32).fit(texts)
+        docs = texts + extra
+        expected, got = vec.transform(docs), char_wb_transform(vec, docs)
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        got.sort_indices(), expected.sort_indices()
+        assert np.array_equal(got.indptr, expected.indptr) and np.array_equal(got.indices, expected.indices)
+        assert np.array_equal(got.data, expected.data)  # bit for bit
+
+
+def test_transform_features_each_distinct_sentence_once_and_keeps_the_rows():
+    f = TextFeaturizer(min_df=1).fit(TEXTS)
+    texts = [TEXTS[2], TEXTS[0], TEXTS[2], "  " + TEXTS[0].upper(), None, TEXTS[1], ""]
+    X = f.transform(pd.Series(texts, dtype=object))
+    one_by_one = sp.vstack([f.transform([t if t is not None else ""]) for t in texts], format="csr")
+    assert X.shape == one_by_one.shape and abs(X - one_by_one).max() < 1e-6
+    assert (f.transform(TEXTS) != sp.vstack([f.transform([t]) for t in TEXTS])).nnz == 0
+
+
+def test_word_analysis_tokenises_each_word_alone_the_same_in_fit_and_transform():
+    textmod.clear_tokenizer_cache()
+    sentence = "나 오늘 떡볶이 먹었어"
+    words = tokenize(sentence.split(), "ko")
+    assert tokenize([sentence], "ko", unit="word")[0] == tuple(t for w in words for t in w)
+    assert tokenize(["i went home, ok?"], "en", unit="word") == tokenize(["i went home, ok?"], "en")
+    with pytest.raises(ValueError, match=r"tokenizer unit 'eojeol' is not one of \['sentence', 'word'\]"):
+        tokenize(["x"], "ko", unit="eojeol")
+    f = TextFeaturizer(min_df=1, analysis="word").fit(TEXTS)
+    g = TextFeaturizer(min_df=1, analysis="sentence").fit(TEXTS)
+    assert f.get_params()["analysis"] == "word"
+    word_block = f.word_vectorizer_.transform(tokenize(normalize_texts(TEXTS), "ko", unit="word"))
+    assert abs(f.transform(TEXTS)[:, -word_block.shape[1]:] - word_block).max() < 1e-6
+    assert set(f.word_vectorizer_.vocabulary_) != set(g.word_vectorizer_.vocabulary_)  # the analyses differ
+    with pytest.raises(ValueError, match=r"analysis 'x' is not one of \['sentence', 'word'\]"):
+        TextFeaturizer(analysis="x").fit(TEXTS)
+
+
+@pytest.mark.parametrize("word_ngrams", [(1, 2), (1, 1), (2, 2), (1, 3)])
+def test_word_ngram_transform_equals_the_plain_one(word_ngrams):
+    from psyattrs.features.text import word_ngram_transform
+
+    f = TextFeaturizer(min_df=1, analysis="word", word_ngrams=word_ngrams).fit(TEXTS + WEIRD)
+    docs = list(dict.fromkeys(normalize_texts(TEXTS + WEIRD + ["나 는 ... 바보", "... ...", "떡볶이 ㅋㅋㅋ 먹었어"])))
+    expected = f.word_vectorizer_.transform(tokenize(docs, "ko", unit="word"))
+    got = word_ngram_transform(f.word_vectorizer_, docs, "ko")
+    got.sort_indices(), expected.sort_indices()
+    assert np.array_equal(got.indptr, expected.indptr) and np.array_equal(got.indices, expected.indices)
+    assert np.array_equal(got.data, expected.data)
+
+
+def test_a_featurizer_pickled_before_the_analysis_setting_analyses_sentences():
+    f = TextFeaturizer(min_df=1).fit(TEXTS)
+    state = f.__getstate__()
+    del state["analysis"]
+    old = TextFeaturizer.__new__(TextFeaturizer)
+    old.__setstate__(state)
+    assert old.analysis == "sentence" and old.get_params()["analysis"] == "sentence"
+    assert (old.transform(TEXTS) != f.transform(TEXTS)).nnz == 0
 
 
 def test_featurizer_errors_name_the_bad_value():

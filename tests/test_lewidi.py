@@ -293,7 +293,8 @@ def test_sibling_splits_and_the_files_own_split(tmp_path):
     assert sibling_splits(tmp_path / "Ar_dev.json") is None
 
 
-def test_lewidi_config_trains_on_the_official_splits_with_the_fallback_tokenizer_stated(tmp_path, capsys):
+@pytest.mark.parametrize("name", ["lewidi", "lewidi_annotators"])
+def test_lewidi_config_trains_on_the_official_splits_with_the_fallback_tokenizer_stated(name, tmp_path, capsys):
     import mlflow
 
     from psyattrs.experiments.config import load_config
@@ -301,9 +302,10 @@ def test_lewidi_config_trains_on_the_official_splits_with_the_fallback_tokenizer
 
     path = official_files(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    config = load_config(REPO / "experiments" / "lewidi.yaml",
+    config = load_config(REPO / "experiments" / f"{name}.yaml",
                          [f"data.path={path}", f"tracking.uri={uri}", "model.params.min_df=1"])
     result = train(config, quiet=True)
+    assert result.model.kind == {"lewidi": "tfidf", "lewidi_annotators": "tfidf_annotators"}[name]
     assert result.schema.head_names == ["offensiveness"] and result.schema.language == "ar"
     m = result.metrics
     assert m["n_train_sentences"] == 32 and m["n_valid_sentences"] == 16 and m["n_test_sentences"] == 8
@@ -335,12 +337,13 @@ def test_one_file_with_a_split_field_is_split_by_it(tmp_path):
     assert set(split.test["split"]) == {"test"}
 
 
-def test_predict_format_lewidi_round_trip(tmp_path, capsys):
+@pytest.mark.parametrize("kind", ["tfidf", "tfidf_annotators"])
+def test_predict_format_lewidi_round_trip(kind, tmp_path, capsys):
     from psyattrs import Predictor
     from psyattrs.serving.lewidi_output import predict_lewidi, read_lewidi_predictions
 
     corpus = load_corpus(write_json(corpus_items(EN_BAD, EN_OK), tmp_path / "En_train.json"))
-    model = build_model("tfidf", corpus.schema, min_df=1)
+    model = build_model(kind, corpus.schema, min_df=1)
     model.fit(corpus.utterances, mixed_targets(corpus.utterances, corpus.schema, lam=0.0))
     folder = tmp_path / "model"
     model.save(folder)
@@ -391,3 +394,138 @@ def test_annotate_reads_a_lewidi_file_and_accounts_for_every_item(tmp_path, caps
     assert manifest["chunks"] >= 3 and sorted(annotated["doc_id"]) == sorted(str(i) for i in range(50, 66))
     rejects = [json.loads(line) for line in (out / "_rejects.jsonl").read_text().splitlines()]
     assert [(r["doc_id"], r["field"]) for r in rejects] == [("broken", "annotations")]
+
+
+# ------------------------------------------------------------------ a severity head's final label
+
+
+def _severity_item(annotations, hard):
+    item = convabuse_item(["Hi", "hello", "How can I help?", "whatever"], annotations)
+    item["hard_label"] = hard
+    return item
+
+
+def test_a_severity_head_gets_the_majority_of_its_ratings_as_final_label(tmp_path):
+    # classes: -3 -> 0, -2 -> 1, -1 -> 2, 0 -> 3, 1 -> 4
+    items = {
+        "clear": _severity_item("-2,-2,0", "1"),
+        "mild": _severity_item("1,1,0,-1", "0"),
+        "tie_side": _severity_item("-1,-1,0,0", "0"),      # -1 and 0 tie; the file says not abusive: 0
+        "tie_abusive": _severity_item("-1,-1,0,0", "1"),   # same votes, the publishers said abusive: -1
+        "tie_random": _severity_item("-3,-1,0,1", "1"),    # all tie; abusive side: -3 or -1, seeded
+    }
+    path = write_json(items, tmp_path / "Sev_train.json")
+    corpus = load_corpus(path)
+    assert corpus.problems == [] and corpus.schema.heads[0].ordinal
+    rated = corpus.utterances.set_index("sent_id")["labeler_abuse"]
+    assert rated["clear"] == 1 and rated["mild"] == 4
+    assert rated["tie_side"] == 3 and rated["tie_abusive"] == 2
+    assert rated["tie_random"] in (0, 2)
+    # the context turns carry no final label; the rated turn names its annotators in slot order
+    u = corpus.utterances
+    assert u[u["doc_id"] == "clear"]["labeler_abuse"].isna().tolist() == [True, True, True, False]
+    assert u.set_index("sent_id").loc["clear", "annotators"] == "Ann0,Ann1,Ann2"
+    # the random tie-break depends on the item alone, not on the file's order
+    again = load_corpus(write_json(dict(reversed(list(items.items()))), tmp_path / "Sev2_train.json"))
+    assert again.utterances.set_index("sent_id")["labeler_abuse"].dropna().to_dict() == rated.dropna().to_dict()
+    # many random ties: both tied classes occur (it is a coin, not a fixed pick)
+    ties = {f"t{i}": _severity_item("-3,-1,0,1", "1") for i in range(40)}
+    picks = load_corpus(write_json(ties, tmp_path / "Ties_train.json")).utterances["labeler_abuse"].dropna()
+    assert set(picks.astype(int)) == {0, 2}
+
+
+def test_a_severity_corpus_trains_without_resolving_labels(tmp_path):
+    from psyattrs.experiments.runner import fill_final_labels
+
+    items = {f"s{i}": _severity_item(v, h) for i, (v, h) in enumerate(
+        [("-2,-2,0", "1"), ("1,1,0", "0"), ("0,0,1", "0"), ("-3,-3,-1", "1")] * 3)}
+    corpus = load_corpus(write_json(items, tmp_path / "Sev_train.json"))
+    table, resolved = fill_final_labels(corpus.utterances, corpus.schema, method="opela")
+    assert resolved == [] and table is corpus.utterances
+
+
+# ------------------------------------------------------------------ the annotator-aware model
+
+STRICT = [f"S{k}" for k in range(8)]   # call every borderline text offensive
+LENIENT = [f"L{k}" for k in range(8)]  # call none of them offensive
+BORDER = ["damn that referee", "what a silly take", "crazy stuff tonight", "ugh so dumb"]
+
+
+def annotator_items(*, n_copies, seed, start=0, split="train", pool=None):
+    """Clear items everyone agrees on, and borderline items whose label is who rated them."""
+    rng = np.random.default_rng(seed)
+    pool = pool or STRICT + LENIENT
+    items = {}
+    i = start
+    for copy in range(n_copies):
+        for texts, kind in ((EN_BAD, "bad"), (EN_OK, "ok"), (BORDER, "border")):
+            for t in texts:
+                who = [pool[k] for k in rng.choice(len(pool), size=5, replace=False)]
+                if kind == "border":
+                    votes = [int(w.startswith("S")) for w in who]
+                else:
+                    votes = [int(kind == "bad")] * 5
+                items[str(i)] = _item(f"{t} {copy}", ",".join(who), ",".join(map(str, votes)), split=split)
+                i += 1
+    return items
+
+
+def test_tfidf_annotators_learns_who_is_strict_and_averages_over_the_items_own_annotators(tmp_path):
+    train = load_corpus(write_json(annotator_items(n_copies=12, seed=1), tmp_path / "A_train.json"))
+    test = load_corpus(write_json(annotator_items(n_copies=3, seed=2, start=1000, split="test"),
+                                  tmp_path / "A_test.json"), schema=train.schema)
+    targets = mixed_targets(train.utterances, train.schema, lam=0.0)
+    plain = build_model("tfidf", train.schema, min_df=1).fit(train.utterances, targets)
+    aware = build_model("tfidf_annotators", train.schema, min_df=1).fit(train.utterances, targets)
+    u = test.utterances
+    head = train.schema.heads[0]
+    dist = M.labeler_distribution(u, head)
+    p_plain = plain.predict_proba(u)["offensiveness"]
+    p_aware = aware.predict_proba(u)["offensiveness"]
+    border = u["text"].str.rsplit(" ", n=1).str[0].isin(BORDER).to_numpy()
+    strict_share = np.array([sum(a.startswith("S") for a in s.split(",")) / 5 for s in u["annotators"]])
+    # the borderline items' label is the share of strict raters: only the aware model sees it
+    from scipy.stats import spearmanr
+
+    assert spearmanr(p_aware[border, 1], strict_share[border]).statistic > 0.8
+    floor = M.soft_cross_entropy(dist[border], dist[border])  # the annotators' own entropy: CE = H + KL
+    kl_aware = M.soft_cross_entropy(dist[border], p_aware[border]) - floor
+    kl_plain = M.soft_cross_entropy(dist[border], p_plain[border]) - floor
+    assert kl_aware < 0.5 * kl_plain
+    assert M.soft_cross_entropy(dist, p_aware) < M.soft_cross_entropy(dist, p_plain)
+    # the prediction is the mean of the per-annotator distributions: one strict + one lenient rater
+    # lies between one strict and one lenient alone
+    one = u.iloc[[int(np.flatnonzero(border)[0])]].copy()
+    p = {}
+    for who in ("S0", "L0", "S0,L0"):
+        one["annotators"] = who
+        p[who] = aware.predict_proba(one)["offensiveness"][0, 1]
+    assert p["L0"] < p["S0,L0"] < p["S0"] and p["S0,L0"] == pytest.approx((p["S0"] + p["L0"]) / 2)
+    assert p["S0"] > 0.7 and p["L0"] < 0.3
+
+
+def test_tfidf_annotators_falls_back_to_the_text_for_unseen_annotators_and_round_trips(tmp_path):
+    train = load_corpus(write_json(annotator_items(n_copies=6, seed=3), tmp_path / "A_train.json"))
+    new = [f"N{k}" for k in range(6)]
+    unseen = load_corpus(write_json(annotator_items(n_copies=1, seed=4, start=500, pool=new), tmp_path / "N_dev.json"),
+                         schema=train.schema)
+    aware = build_model("tfidf_annotators", train.schema, min_df=1, min_ratings=2)
+    aware.fit(train.utterances, mixed_targets(train.utterances, train.schema, lam=0.0))
+    u = unseen.utterances
+    with_ids = aware.predict_proba(u)["offensiveness"]
+    without = aware.predict_proba(u.drop(columns="annotators"))["offensiveness"]
+    np.testing.assert_allclose(with_ids, without, atol=1e-12)
+    # a table whose annotators the model knows predicts differently from the text alone
+    t = train.utterances
+    assert np.abs(aware.predict_proba(t)["offensiveness"] - aware.predict_proba(t.drop(columns="annotators"))["offensiveness"]).max() > 0.1
+    # annotators with fewer than min_ratings ratings get no bias of their own
+    ratings = t["annotators"].str.split(",").explode().value_counts()
+    assert set(aware.heads_["offensiveness"].annotators_) == set(ratings[ratings >= 2].index)
+    # saved and loaded, it predicts the same
+    folder = tmp_path / "model"
+    aware.save(folder)
+    from psyattrs.models.base import load_model
+
+    np.testing.assert_allclose(load_model(folder).predict_proba(t)["offensiveness"], aware.predict_proba(t)["offensiveness"])
+    with pytest.raises(ValueError, match="annotator_scale"):
+        build_model("tfidf_annotators", train.schema, annotator_scale=0)

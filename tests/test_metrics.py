@@ -197,6 +197,11 @@ def test_summary_table_and_text_rendering():
     assert lines[0].split()[:4] == ["head", "macro_f1", "floor_macro_f1", "labeler_macro_f1"]
     assert lines[1].split()[1] == f"{metrics['test_macro_f1_b']:.3f}" and "-" in lines[2].split()
     assert summary.loc[0, "labeler_macro_f1"] == pytest.approx(metrics["test_ceiling_macro_f1_b"])
+    # the LeWiDi tasks' metrics beside ours
+    for column in ("micro_f1", "manhattan", "floor_manhattan"):
+        assert summary.loc[0, column] == pytest.approx(metrics[f"test_{column}_b"])
+        assert summary.loc[2, column] == pytest.approx(metrics[f"test_{column}_mean"])
+    assert {"micro_f1", "manhattan", "floor_manhattan"} <= set(lines[0].split())
     legend = text.split("\n\n", 1)[1]
     assert "one labeler's labels scored against the majority of the other labelers" in legend
     assert "It is not a ceiling" in legend and "can score above any single labeler" in legend

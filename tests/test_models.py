@@ -663,3 +663,27 @@ def test_models_beat_the_floor_on_the_project_synthetic_corpus():
     for kind in ("tfidf", "lightgbm"):
         for head, floor in scores["majority"].items():
             assert scores[kind][head] > floor + 0.1, (kind, head, scores)
+
+
+@pytest.mark.parametrize("kind", ["tfidf", "lightgbm"])
+def test_a_model_saved_before_the_analysis_setting_keeps_sentence_analysis(kind, fitted, chats, tmp_path):
+    import joblib
+
+    _, _, test = chats
+    model = fitted[kind]
+    assert model.params["analysis"] == "word" and model.featurizer_.analysis == "word"
+    model.save(tmp_path / "m")
+    doc = json.loads((tmp_path / "m" / "model.json").read_text(encoding="utf-8"))
+    del doc["settings"]["analysis"]  # as written before the setting existed
+    (tmp_path / "m" / "model.json").write_text(json.dumps(doc), encoding="utf-8")
+    state_file = next(p for p in (tmp_path / "m").glob("*.joblib"))
+    state = joblib.load(state_file)
+    del state["featurizer"].__dict__["analysis"]
+    joblib.dump(state, state_file)
+    loaded = load_model(tmp_path / "m")
+    assert loaded.featurizer_.analysis == "sentence" and loaded.params["analysis"] == "sentence"
+    whole = build_model(kind, OPELA, context_previous=1, analysis="sentence",
+                        **(FAST_GBM if kind == "lightgbm" else {}))
+    assert whole.params["analysis"] == "sentence"
+    proba = loaded.predict_proba(test)
+    assert all(np.isfinite(proba[h]).all() for h in OPELA.head_names)

@@ -259,7 +259,7 @@ def test_labeler_heads_predict_each_labeler(corpus):
     for k in range(4, 30):
         crowd[f"labeler{k}_strange"] = crowd["labeler1_strange"]
     with pytest.raises(ValueError, match="has 29 labelers; per-labeler heads are for corpora with a few"):
-        build_model("transformer", OPELA, **TINY, labeler_heads=True).fit(crowd, _targets(train_part))
+        build_model("transformer", OPELA, **TINY, labeler_heads=True, labeler_mode="heads").fit(crowd, _targets(train_part))
     with pytest.raises(ValueError, match="no per-labeler heads"):
         build_model("transformer", OPELA, **TINY).fit(train_part, _targets(train_part)).predict_labelers(valid_part)
 

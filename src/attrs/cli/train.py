@@ -4,12 +4,16 @@ Prints, per run, the per-head table (the model beside the majority floor and one
 against the others, with a legend) and ends with the MLflow run id as the last line of standard
 output (a sweep prints one id per line, in sweep order, the last run's id last). Progress goes to
 standard error. Every run gets its HTML report as the artifact `report/report.html`
-(`psyattrs.reports.report.train`).
+(`psyattrs.reports.report.train`). Launched by `torchrun` (`torchrun --nproc_per_node N -m psyattrs
+train CONFIG`), every process trains (data parallelism) and only rank 0 logs the one MLflow run
+and prints the results; every rank prints the digest of its final weights to standard error
+(`rank R of N: weights DIGEST`: the same on every rank).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -36,6 +40,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=handler)
 
 
+def _world_size() -> int:
+    import os
+
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 1
+
+
 def _header(result) -> str:
     c = result.config
     split = f"{c.split.folds}-fold cross-validation" if c.split.folds else "test split"
@@ -51,15 +64,28 @@ def handler(args: argparse.Namespace) -> int:
 
     overrides = [*args.overrides, *(["model.params.resume=true"] if args.resume else [])]
     config = load_config(args.config, overrides)
+    from psyattrs.experiments.tracking import launch_rank
+
+    rank = launch_rank()
     results = []
     for member in expand_sweep(config):
-        result = train(member, quiet=args.quiet)
+        result = train(member, quiet=args.quiet or rank != 0)
         results.append(result)
+        world = _world_size()
+        if world > 1 and hasattr(result.model, "weights_digest"):  # the ranks must agree: say so
+            print(f"psyattrs train: rank {rank} of {world}: weights {result.model.weights_digest()}",
+                  file=sys.stderr, flush=True)
+        if rank != 0:  # torchrun: one launch, one run, one printout (rank 0's)
+            continue
         print(_header(result))
         if result.resolved_heads:
             print(resolved_message(result.resolved_heads, result.config.targets.resolve))
         print(format_table(result.summary))
         print()
+    if rank != 0:
+        print(f"psyattrs train: rank {rank} of the torchrun launch trained with the others; rank 0 logs the run "
+              "and prints its results", file=sys.stderr)
+        return 0
     last = results[-1]
     print(f"tracking store {last.tracking_uri}, experiment {last.config.tracking.experiment!r}")
     for result in results:

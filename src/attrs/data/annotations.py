@@ -160,3 +160,40 @@ def corpus_annotator_labels(corpus: Corpus) -> pd.DataFrame:
     if annotations is None:
         annotations = annotations_from_slots(corpus.utterances, corpus.schema)
     return annotator_labels(corpus.utterances, annotations, corpus.schema)
+
+
+def annotator_column(k: int, head: str) -> str:
+    """Name of the column holding who gave vote slot k of a head: `annotator{k}_{head}`."""
+    return f"annotator{k}_{head}"
+
+
+def annotator_slots(utterances: pd.DataFrame, annotations: pd.DataFrame, schema: Schema) -> pd.DataFrame:
+    """Adds, beside the vote slots, who gave each: `annotator{k}_{head}` (str, "" for an empty slot).
+
+    Slot k is the same rating as in `vote_slots` (the k-th of the utterance in `annotations`
+    order), so `labeler{k}_{head}` is what `annotator{k}_{head}` gave. Per-annotator models (the
+    transformer's annotator embeddings) read these columns: they travel with the utterance table
+    through splits, training and scoring. Existing `annotator{k}_{head}` columns are replaced.
+    """
+    out = utterances.copy()
+    row_of = pd.Series(np.arange(len(out)), index=out["sent_id"].astype(str).to_numpy())
+    for head in schema:
+        for col in [c for c in out.columns if str(c).startswith("annotator") and str(c).endswith(f"_{head.name}")
+                    and str(c)[len("annotator"):-len(head.name) - 1].isdigit()]:
+            del out[col]
+        part = annotations[annotations["head"] == head.name]
+        if part.empty:
+            continue
+        rows = row_of.reindex(part["sent_id"].to_numpy()).to_numpy()
+        if np.isnan(rows.astype(float)).any():
+            missing = part["sent_id"].to_numpy()[np.isnan(rows.astype(float))][:3].tolist()
+            raise ValueError(f"annotations name utterances that the table does not have: {missing}")
+        rows = rows.astype(np.int64)
+        slot = pd.Series(rows).groupby(rows).cumcount().to_numpy()
+        who = part["annotator"].astype(str).to_numpy(dtype=object)
+        for k in range(int(slot.max()) + 1):
+            values = np.full(len(out), "", dtype=object)
+            here = slot == k
+            values[rows[here]] = who[here]
+            out[annotator_column(k + 1, head.name)] = values
+    return out

@@ -11,9 +11,12 @@ What the reader makes of it (`read_lewidi`):
   (`user`, `sent_id` = item id) is rated, the others are context;
 - the annotators' ratings go to the long table `Corpus.annotations` (sent_id, annotator, head,
   label; `psyattrs.data.annotations`), and to the vote slots `labeler{k}_{head}` of the
-  utterance table; `hard_label` becomes the final label `labeler_{head}` of a binary head (a severity head
-  has none from the file: ConvAbuse's `hard_label` is abusive yes/no; `psyattrs labels resolve` adds
-  one), the file's `split`
+  utterance table, and the annotator ids, comma-separated in the slots' order, to the column
+  `annotators` of the rated turn; `hard_label` becomes the final label `labeler_{head}` of a binary
+  head; a severity head's final label is derived the way FORMATS §7 says `hard_label` is made: the
+  majority of the item's ratings, a tie broken at random (`severity_final`: ConvAbuse's
+  `hard_label` is abusive yes/no, so among tied classes those on its side win, then a random
+  choice seeded by the item id); the file's `split`
   (train/dev/test) the column `split`, `other_info` the column `other_info` (JSON text);
 - the schema comes from the file unless one is given (`schema_of`): one head named after the
   annotation task (`offensiveness detection` -> `offensiveness`), binary when every annotation is
@@ -35,9 +38,11 @@ import functools
 import json
 import math
 import re
+import zlib
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
 import pandas as pd
 
 from psyattrs.data.annotations import make_annotations, vote_slots
@@ -52,6 +57,9 @@ CONVERSATION_TURNS: tuple[tuple[str, str], ...] = (
 )
 """ConvAbuse's turns in order, with the speaker of each; the last one is rated."""
 SPLITS: tuple[str, ...] = ("train", "dev", "test")
+ANNOTATORS_COLUMN = "annotators"
+"""The utterance-table column of an item's annotator ids (comma-separated, in the order of the vote
+slots `labeler{k}_{head}`; "" on context turns): what annotator-aware models read."""
 CONVABUSE_SCALE = (-3, 1)
 """ConvAbuse's severity values; a file whose values lie within it gets all five classes, so that
 train and test files read alike whichever values each happens to hold."""
@@ -223,7 +231,7 @@ def _item_text(item: Mapping[str, Any]) -> list[tuple[str, str]] | None:
     return [(speaker, "" if conv.get(key) is None else str(conv.get(key))) for key, speaker in CONVERSATION_TURNS]
 
 
-def _check_item(item: Mapping[str, Any], head: Head, values: dict[int, int]) -> tuple[list[tuple[str, str]], list[str], list[int], int | None, list[tuple[str, str]]]:
+def _check_item(item: Mapping[str, Any], head: Head, values: dict[int, int], item_id: str = "") -> tuple[list[tuple[str, str]], list[str], list[int], int | None, list[tuple[str, str]]]:
     """Parses one item: (turns, annotators, classes, final class, [(field, reason)] faults)."""
     faults: list[tuple[str, str]] = []
     turns = _item_text(item)
@@ -250,17 +258,51 @@ def _check_item(item: Mapping[str, Any], head: Head, values: dict[int, int]) -> 
         faults.append(("number of annotations", f"says {n_stated} but the item has {len(raw)} annotations"))
     final = None
     hard = item.get("hard_label")
+    binary_final = head.is_binary or values == {c: c for c in head.values}
+    abusive = None
     if hard is not None and str(hard).strip() != "":
         number = _as_int(str(hard))
-        binary_final = head.is_binary or values == {c: c for c in head.values}
         if number is None or (binary_final and number not in values):
             faults.append(("hard_label", f"hard_label {hard!r} is not one of the classes {sorted(values)}"))
         elif number in values and binary_final:
             final = values[number]
+        elif not binary_final and number in (0, 1):
+            abusive = bool(number)
+    if not binary_final and classes and not bad:
+        final = severity_final(classes, head, values, abusive=abusive, item_id=item_id)
     soft = item.get("soft_label")
     if soft is not None and not bad and classes:
         faults.extend(_check_soft(soft, raw, head, values))
     return turns, annotators, classes, final, faults
+
+
+def severity_final(classes: list[int], head: Head, values: dict[int, int], *, abusive: bool | None,
+                   item_id: str) -> int:
+    """The final label of a severity head, derived as FORMATS §7 says the file's `hard_label` is:
+    the majority (most frequent) class of the item's ratings, a tie broken at random.
+
+    The file's binary `hard_label` (abusive = a negative value) is the publishers' own tie-break:
+    among tied classes, those on its side are kept when there are any; what still ties is decided
+    at random, seeded by the item id (the same item gets the same label in every run and file order).
+
+    Args:
+        classes: the item's ratings as classes of `head`.
+        head: the severity head.
+        values: raw value -> class (`class_values`).
+        abusive: the file's `hard_label` (True = 1, abusive), None when absent.
+        item_id: seeds the random tie-break.
+    """
+    counts = np.bincount(np.asarray(classes, dtype=np.int64), minlength=head.n_classes)
+    tied = np.flatnonzero(counts == counts.max())
+    if len(tied) > 1 and abusive is not None:
+        raw = {c: v for v, c in values.items()}
+        side = [c for c in tied if (raw[int(c)] < 0) == abusive]
+        if side:
+            tied = np.asarray(side)
+    if len(tied) == 1:
+        return int(tied[0])
+    rng = np.random.default_rng(zlib.crc32(item_id.encode("utf-8")))
+    return int(rng.choice(tied))
 
 
 def _check_soft(soft: Any, raw: list[str], head: Head, values: dict[int, int]) -> list[tuple[str, str]]:
@@ -325,7 +367,7 @@ def read_lewidi(path: "str | Path", schema: "Schema | None" = None) -> Corpus:
     conversations = []
     for number, (item_id, item) in enumerate(items.items(), start=1):
         item_id = str(item_id)
-        turns, annotators, classes, final, faults = _check_item(item, head, values)
+        turns, annotators, classes, final, faults = _check_item(item, head, values, item_id)
         if faults:
             problems.append(Problem(doc_id=item_id, reason="; ".join(r for _, r in faults),
                                     field=", ".join(dict.fromkeys(f for f, _ in faults)), row=number, sent_id=item_id))
@@ -343,13 +385,15 @@ def read_lewidi(path: "str | Path", schema: "Schema | None" = None) -> Corpus:
                 final_column(head.name): final if rated else None,
                 "split": split,
                 "other_info": json.dumps(info, ensure_ascii=False) if (rated and info is not None) else "",
+                ANNOTATORS_COLUMN: ",".join(annotators) if rated else "",
             })
         ann_sent.extend([item_id] * len(classes))
         ann_who.extend(annotators)
         ann_label.extend(classes)
         conversations.append({"doc_id": item_id, "persona": "", "n_utterances": len(turns), "n_pauses": 0,
                               "split": split, "n_annotations": len(classes)})
-    columns = ["doc_id", "sent_id", "position", "person_type", "text", final_column(head.name), "split", "other_info"]
+    columns = ["doc_id", "sent_id", "position", "person_type", "text", final_column(head.name), "split", "other_info",
+               ANNOTATORS_COLUMN]
     table = pd.DataFrame(rows, columns=columns)
     table[final_column(head.name)] = pd.array(table[final_column(head.name)].tolist(), dtype="Int64")
     annotations = make_annotations(ann_sent, ann_who, [head.name] * len(ann_sent), ann_label)

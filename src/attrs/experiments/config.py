@@ -33,7 +33,7 @@ import yaml
 from psyattrs.errors import InputFileError
 from psyattrs.labels.aggregate import METHODS as RESOLVE_METHODS
 
-MODEL_KINDS = ("majority", "tfidf", "lightgbm", "transformer", "ensemble")
+MODEL_KINDS = ("majority", "tfidf", "tfidf_annotators", "lightgbm", "transformer", "ensemble")
 SPLIT_BY = ("doc", "persona")
 DATA_FORMATS = ("auto", "annotated", "generic", "lewidi", "long")
 CLASS_WEIGHTS = (None, "balanced")
@@ -223,7 +223,7 @@ class ModelConfig:
     """The model and the options every kind has.
 
     Attributes:
-        kind: `majority`, `tfidf`, `lightgbm`, `transformer` or `ensemble`.
+        kind: `majority`, `tfidf`, `tfidf_annotators`, `lightgbm`, `transformer` or `ensemble`.
         params: kind-specific settings passed to `build_model` unchanged (checked there).
         class_weight: None or `balanced`.
         tune_thresholds: tune a per-head decision threshold on the validation split.
@@ -261,8 +261,16 @@ class ModelConfig:
             if used:
                 _fail(used[0], f"applies to model.kind transformer only, not {self.kind!r}")
 
-    def settings(self, *, context_previous: int, seed: int) -> dict[str, Any]:
-        """The keyword arguments of `build_model(kind, schema, **settings)`."""
+    def settings(self, *, context_previous: int, seed: int, quantize: bool = False) -> dict[str, Any]:
+        """The keyword arguments of `build_model(kind, schema, **settings)`.
+
+        `quantize` is `predict.quantize` (transformer only; `ExperimentConfig.model_settings`
+        passes it). `model.params.quantize`, where quantisation used to be set, is refused with a
+        message naming `predict.quantize`.
+        """
+        if self.kind == "transformer" and "quantize" in self.params:
+            _fail("model.params.quantize", "moved to predict.quantize (set predict.quantize: true, or "
+                  "--set predict.quantize=true); model.params no longer takes it")
         common = {
             "context_previous": context_previous,
             "class_weight": self.class_weight,
@@ -272,6 +280,7 @@ class ModelConfig:
         }
         if self.kind == "transformer":
             common["labeler_heads"] = self.labeler_heads
+            common["quantize"] = bool(quantize)
             if self.backbone is not None:
                 common["backbone"] = self.backbone
         clash = sorted(set(common) & set(self.params))
@@ -302,6 +311,24 @@ class TrackingConfig:
         _check_optional_str(self.run_name, "tracking.run_name")
 
 
+@dataclass(frozen=True)
+class PredictConfig:
+    """How the trained model predicts (stored with the model: `Predictor`, the pyfunc model,
+    `annotate`, serving and the Spark UDF all predict this way).
+
+    Attributes:
+        quantize: transformer only: dynamic int8 quantisation of the network's linear layers
+            for prediction on CPU (`psyattrs.models.transformer.quantize`); ignored on CUDA.
+            The run's own test scores are computed with it, so they include its accuracy cost.
+    """
+
+    quantize: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.quantize, bool):
+            _fail("predict.quantize", f"must be true or false, got {self.quantize!r}")
+
+
 # yaml key -> dataclass field, per section (the only alias: `lambda`, a Python keyword)
 _SECTIONS: dict[str, tuple[type, dict[str, str]]] = {
     "data": (DataConfig, {}),
@@ -309,6 +336,7 @@ _SECTIONS: dict[str, tuple[type, dict[str, str]]] = {
     "split": (SplitConfig, {}),
     "context": (ContextConfig, {}),
     "model": (ModelConfig, {}),
+    "predict": (PredictConfig, {}),
     "tracking": (TrackingConfig, {}),
 }
 _TOP_KEYS = ("name", "seed", *_SECTIONS, "sweep")
@@ -326,7 +354,7 @@ class ExperimentConfig:
     Attributes:
         name: the config's name (default run name).
         seed: the experiment seed (split, model, synthetic corpus unless it has its own seed).
-        data, targets, split, context, model, tracking: the sections (see their classes).
+        data, targets, split, context, model, predict, tracking: the sections (see their classes).
         sweep: override mappings, one run each; empty for a single run.
     """
 
@@ -338,6 +366,7 @@ class ExperimentConfig:
     context: ContextConfig
     model: ModelConfig
     tracking: TrackingConfig
+    predict: PredictConfig = field(default_factory=PredictConfig)
     sweep: tuple[dict[str, Any], ...] = field(default=())
 
     def __post_init__(self) -> None:
@@ -347,6 +376,9 @@ class ExperimentConfig:
         _check_int(self.seed, "seed", minimum=0)
         if self.split.folds and self.data.source_kind == "files":
             _fail("split.folds", "cross-validation splits one corpus: use data.path or data.synthetic, not data.train/test")
+        if self.predict.quantize and self.model.kind != "transformer":
+            _fail("predict.quantize", f"applies to model.kind transformer only, not {self.model.kind!r} (an "
+                  "ensemble's transformer member takes quantize: true among its member settings)")
         needs = [k for k, on in (("model.calibration", self.model.calibration),
                                  ("model.tune_thresholds", self.model.tune_thresholds)) if on]
         if needs and self.split.valid == 0 and self.data.valid is None:
@@ -360,6 +392,12 @@ class ExperimentConfig:
     @property
     def run_name(self) -> str:
         return self.tracking.run_name or self.name
+
+    def model_settings(self) -> dict[str, Any]:
+        """The keyword arguments of `build_model(model.kind, schema, **settings)`: the model
+        section with `context.previous`, `seed` and `predict.quantize`."""
+        return self.model.settings(context_previous=self.context.previous, seed=self.seed,
+                                   quantize=self.predict.quantize)
 
     @property
     def synthetic_seed(self) -> int:

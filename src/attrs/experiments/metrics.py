@@ -470,12 +470,13 @@ def summary_table(metrics: Mapping[str, float], schema: Schema, *, prefix: str =
 
     Returns:
         One row per head plus `mean`, columns `head`, `macro_f1`, `floor_macro_f1`,
-        `labeler_macro_f1` (the logged `ceiling_macro_f1`, see `TABLE_LEGEND`), `accuracy`,
-        `kappa`, `soft_ce`, `floor_soft_ce`, `average_precision`, `floor_average_precision` (NaN
-        where a metric does not apply).
+        `labeler_macro_f1` (the logged `ceiling_macro_f1`, see `TABLE_LEGEND`), `micro_f1`,
+        `accuracy`, `kappa`, `soft_ce`, `floor_soft_ce`, `manhattan`, `floor_manhattan`,
+        `average_precision`, `floor_average_precision` (NaN where a metric does not apply).
     """
-    columns = ["macro_f1", "floor_macro_f1", "labeler_macro_f1", "accuracy", "kappa",
-               "soft_ce", "floor_soft_ce", "average_precision", "floor_average_precision"]
+    columns = ["macro_f1", "floor_macro_f1", "labeler_macro_f1", "micro_f1", "accuracy", "kappa",
+               "soft_ce", "floor_soft_ce", "manhattan", "floor_manhattan", "average_precision",
+               "floor_average_precision"]
     rows = []
     for head in [*schema.head_names, "mean"]:
         row = {"head": head}

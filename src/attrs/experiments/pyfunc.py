@@ -9,7 +9,9 @@ what serving loads with `mlflow.pyfunc.load_model("runs:/<run id>/model")` or, o
 Input: a DataFrame in the utterance-table shape, one row per sentence, chronological within each
 `doc_id`: only `text` is required; without `doc_id` every row is an independent sentence (doc ids
 `s1`, `s2`, ..., as `psyattrs.predict` gives a list of strings); `sent_id`, `position`,
-`person_type`, `person_name`, `person_id`, `persona`, `turn`, `time` and `is_pause` are optional
+`person_type`, `person_name`, `person_id`, `persona`, `turn`, `time`, `is_pause` and the
+prefix columns of the transformer's input (`person_name_original`, `persona_concept`,
+`speaker_gender`, `speaker_loc`, `speaker_tags`) are optional
 and filled as `psyattrs.data.table.normalize_table` does (so context features see the same table as
 in training). A list of strings is a list of independent sentences. The values are checked first
 (`psyattrs.data.prediction_input.check_prediction_table`: no coercion of a number to text, no empty
@@ -41,7 +43,9 @@ from psyattrs.data.table import normalize_table
 from psyattrs.schema import Head, Schema
 
 REQUIRED_INPUT = ("text",)
-OPTIONAL_STRING_INPUT = ("doc_id", "sent_id", "person_type", "person_name", "person_id", "persona", "time")
+OPTIONAL_STRING_INPUT = ("doc_id", "sent_id", "person_type", "person_name", "person_id", "persona", "time",
+                         # what a transformer's persona_text / speaker_traits input reads
+                         "person_name_original", "persona_concept", "speaker_gender", "speaker_loc", "speaker_tags")
 OPTIONAL_INTEGER_INPUT = ("position", "turn")
 
 

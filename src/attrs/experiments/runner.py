@@ -229,7 +229,12 @@ def _read(path: str, config: ExperimentConfig, schema: Schema) -> tuple[pd.DataF
         )
     if len(corpus.utterances) == 0:
         raise ValueError(f"{path}: no sentence left to train on ({len(corpus.problems)} set aside)")
-    return corpus.utterances, [{"source": str(path), **p.to_dict()} for p in corpus.problems]
+    utterances = corpus.utterances
+    if corpus.annotations is not None and len(corpus.annotations):  # who gave each vote slot (LeWiDi)
+        from psyattrs.data.annotations import annotator_slots
+
+        utterances = annotator_slots(utterances, corpus.annotations, corpus.schema)
+    return utterances, [{"source": str(path), **p.to_dict()} for p in corpus.problems]
 
 
 def _read_labelled(path: str, config: ExperimentConfig, schema: Schema
@@ -345,7 +350,7 @@ def _targets(table: pd.DataFrame, config: ExperimentConfig, schema: Schema) -> d
 def _build(config: ExperimentConfig, schema: Schema):
     from psyattrs.models.base import build_model
 
-    settings = config.model.settings(context_previous=config.context.previous, seed=config.seed)
+    settings = config.model_settings()
     return build_model(config.model.kind, schema, **settings)
 
 

@@ -270,6 +270,9 @@ class SilentRun(Run):
     def log_metrics(self, metrics: Mapping[str, float], *, write_json: bool = True) -> None:
         return None
 
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        return None  # (MLflow would start a stray run of its own in its default store)
+
     def log_text(self, text: str, path: str) -> None:
         return None
 
@@ -698,7 +701,8 @@ def load_run_config(run_id: str, *, tracking_uri: str | None = None) -> tuple[Ex
         recorded by `note_input_file` or None, `digests` by dataset context).
 
     Raises:
-        ValueError: no such run in the store, or the run has no `config.yaml`.
+        ValueError: no such run in the store, or the run has no `config.yaml` (for a run that did
+            not finish, the message says how it ended).
     """
     import mlflow
     from mlflow.exceptions import MlflowException
@@ -711,6 +715,9 @@ def load_run_config(run_id: str, *, tracking_uri: str | None = None) -> tuple[Ex
         try:
             text = mlflow.artifacts.load_text(f"{run.info.artifact_uri}/config.yaml")
         except (MlflowException, OSError):
+            if run.info.status != "FINISHED":  # killed before the config was logged: say how it ended
+                raise ValueError(f"run {run_id} {run_end(run.info.status, run.data.tags)} and logged no config.yaml; "
+                                 "only a FINISHED run can be evaluated") from None
             raise ValueError(f"run {run_id!r} has no config.yaml artifact; was it made by psyattrs train?") from None
         try:
             prior = mlflow.artifacts.load_dict(f"{run.info.artifact_uri}/floor_prior.json")

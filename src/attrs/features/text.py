@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 from sklearn.utils.validation import check_is_fitted
 
 LANGUAGES: tuple[str, ...] = ("ko", "zh", "en")
@@ -41,11 +41,14 @@ LANGUAGES: tuple[str, ...] = ("ko", "zh", "en")
 FALLBACK_TOKENIZER = "whitespace"
 _LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}([-_][a-z0-9]{2,8})*$")
 WORD_MODES: tuple[str, ...] = ("auto", "whitespace", "none")
+ANALYSIS_UNITS: tuple[str, ...] = ("sentence", "word")
+"""What the word tokenizer analyses at a time (`tokenize(unit=...)`, `TextFeaturizer(analysis=...)`)."""
 
 # fullwidth ASCII (！？～ etc.) -> ASCII; compatibility jamo (ㅋ ㅎ ㅠ ㅜ) are left alone, which is
 # why this is NFC plus a targeted table and not NFKC (NFKC turns ㅋ into a conjoining jamo).
 _FULLWIDTH = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)}
 _FULLWIDTH[0x3000] = 0x20  # ideographic space
+_HAS_FULLWIDTH = re.compile("[\uff01-\uff5e\u3000]")
 _REPEATS = re.compile(r"(.)\1{3,}")
 _SPACES = re.compile(r"\s+")
 _EN_TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -64,17 +67,42 @@ def normalize_text(text: str) -> str:
     Returns:
         The normalised sentence (possibly empty).
     """
-    text = unicodedata.normalize("NFC", str(text)).translate(_FULLWIDTH).lower().replace("_", "")
+    text = unicodedata.normalize("NFC", str(text))
+    if _HAS_FULLWIDTH.search(text):
+        text = text.translate(_FULLWIDTH)
+    text = text.lower().replace("_", "")
     text = _REPEATS.sub(r"\1\1\1", text)
-    return _SPACES.sub(" ", text).strip()
+    return " ".join(text.split())  # str.split and regex \s agree on what whitespace is
 
 
 def normalize_texts(texts: Iterable[str]) -> list[str]:
     """`normalize_text` over many sentences, computing each distinct sentence once."""
-    series = pd.Series(list(texts), dtype=object).fillna("").astype(str)
-    unique = pd.unique(series)
-    mapping = {t: normalize_text(t) for t in unique}
-    return [mapping[t] for t in series]
+    distinct, inverse = normalize_distinct(texts)
+    return [distinct[i] for i in inverse]
+
+
+def normalize_distinct(texts: Iterable[str]) -> tuple[list[str], np.ndarray]:
+    """The distinct normalised forms of the sentences, and where each sentence's form is.
+
+    Each distinct stored sentence is normalised once; two stored sentences with the same
+    normalised form share one entry.
+
+    Args:
+        texts: sentences as stored (missing values read as empty sentences).
+
+    Returns:
+        (distinct, inverse): the distinct normalised sentences in order of first appearance, and
+        an int array with `normalize_text(texts[i]) == distinct[inverse[i]]`.
+    """
+    if isinstance(texts, pd.Series):
+        series = texts
+    else:
+        series = pd.Series(texts if isinstance(texts, (list, tuple)) else list(texts), dtype=object)
+    codes, raw = pd.factorize(series.to_numpy(dtype=object, na_value=""), sort=False)
+    forms = [normalize_text(t) for t in raw]
+    form_codes, distinct = pd.factorize(np.asarray(forms, dtype=object), sort=False)
+    inverse = form_codes[codes] if len(codes) else np.zeros(0, dtype=np.intp)
+    return list(distinct), inverse
 
 
 # ----------------------------------------------------------------------------------------------
@@ -168,40 +196,54 @@ def tokenizer_description(language: str, words: str = "auto") -> str:
     return f"character n-grams + {described}{fallback}"
 
 
-def tokenize(texts: Sequence[str], language: str) -> list[tuple[str, ...]]:
-    """Word-level tokens of already normalised sentences, cached per distinct sentence.
+def tokenize(texts: Sequence[str], language: str, *, unit: str = "sentence") -> list[tuple[str, ...]]:
+    """Word-level tokens of already normalised sentences, cached per distinct sentence (or word).
 
     Args:
         texts: normalised sentences (see `normalize_text`).
         language: `ko` (kiwipiepy morphemes as `form/TAG`), `zh` (jieba words), `en` (words and
             punctuation) or `whitespace` (split on spaces, any language).
+        unit: `sentence` (each sentence analysed whole) or `word` (each whitespace-separated
+            word, for Korean an eojeol, analysed alone and once; a sentence's tokens are its
+            words' tokens in order). For `en` and `whitespace` both give the same tokens; for
+            `ko` and `zh` `word` loses what the analyser infers across word boundaries and is
+            several times faster (distinct words repeat far more than distinct sentences).
 
     Returns:
         One tuple of tokens per sentence, in input order (empty for an empty sentence).
 
     Raises:
-        ValueError: an unknown language.
+        ValueError: an unknown language or unit.
     """
     if language not in _TOKENIZERS:
         raise ValueError(f"tokenizer language {language!r} is not one of {sorted(_TOKENIZERS)}")
+    if unit not in ANALYSIS_UNITS:
+        raise ValueError(f"tokenizer unit {unit!r} is not one of {list(ANALYSIS_UNITS)}")
     texts = [str(t) for t in texts]
-    lookup: dict[str, tuple[str, ...]] = {}
-    missing: list[str] = []
-    for text in dict.fromkeys(texts):
-        tokens = _CACHE.get((language, text))
-        if tokens is None:
-            missing.append(text)
-        else:
-            lookup[text] = tokens
-    _cache_stats["misses"] += len(missing)
-    _cache_stats["hits"] += len(texts) - len(missing)
-    if missing:
-        fresh = _TOKENIZERS[language](missing)
-        lookup.update(zip(missing, fresh))
-        if len(_CACHE) + len(missing) > _CACHE_LIMIT:
-            _CACHE.clear()
-        _CACHE.update({(language, t): tok for t, tok in zip(missing, fresh)})
+    if unit == "word":
+        split = {text: text.split() for text in dict.fromkeys(texts)}
+        words = list(dict.fromkeys(w for parts in split.values() for w in parts))
+        of_word = dict(zip(words, _cached(words, f"{language}:word")))
+        joined = {text: tuple(tok for w in parts for tok in of_word[w]) for text, parts in split.items()}
+        return [joined[t] for t in texts]
+    lookup = dict(zip(distinct := list(dict.fromkeys(texts)), _cached(distinct, language)))
+    _cache_stats["hits"] += len(texts) - len(distinct)
     return [lookup[t] for t in texts]
+
+
+def _cached(items: list[str], key: str) -> list[tuple[str, ...]]:
+    """Tokens of distinct strings through the cache; `key` is the language, `xx:word` for words."""
+    found: list[tuple[str, ...] | None] = [_CACHE.get((key, item)) for item in items]
+    missing = [item for item, tokens in zip(items, found) if tokens is None]
+    _cache_stats["misses"] += len(missing)
+    _cache_stats["hits"] += len(items) - len(missing)
+    if not missing:
+        return found  # type: ignore[return-value]
+    fresh = dict(zip(missing, _TOKENIZERS[key.split(":")[0]](missing)))
+    if len(_CACHE) + len(missing) > _CACHE_LIMIT:
+        _CACHE.clear()
+    _CACHE.update({(key, item): tokens for item, tokens in fresh.items()})
+    return [tokens if tokens is not None else fresh[item] for item, tokens in zip(items, found)]
 
 
 def tokenizer_cache_info() -> dict[str, int]:
@@ -235,6 +277,108 @@ class TokenNgrams:
         return grams
 
 
+def char_wb_transform(vectorizer: TfidfVectorizer, texts: Sequence[str]) -> sp.csr_matrix:
+    """`vectorizer.transform(texts)` of a fitted `char_wb` `TfidfVectorizer`, each distinct word
+    analysed once.
+
+    `char_wb` n-grams never cross a space: a sentence's n-gram counts are the sums of its
+    whitespace-separated words' counts (the words as `str.split` gives them, as scikit-learn's
+    analyser splits). So the counts of each distinct word are computed once and summed per
+    sentence with one sparse product, then weighted (tf, idf, L2) by the vectorizer's own
+    transformer; the result equals `vectorizer.transform(texts)` (tested). A vectorizer with any
+    other analyser, a custom preprocessor or tokenizer, or binary counts is run as it is.
+    """
+    if (vectorizer.analyzer != "char_wb" or vectorizer.preprocessor is not None or vectorizer.binary
+            or vectorizer.strip_accents is not None or not isinstance(texts, (list, tuple))):
+        return vectorizer.transform(texts)
+    word_ids: dict[str, int] = {}
+    indices: list[int] = []
+    indptr = [0]
+    for text in texts:
+        for word in text.split():
+            j = word_ids.get(word)
+            if j is None:
+                j = word_ids[word] = len(word_ids)
+            indices.append(j)
+        indptr.append(len(indices))
+    if not word_ids:
+        return vectorizer.transform(texts)
+    per_word = CountVectorizer.transform(vectorizer, list(word_ids))  # counts, no weighting
+    incidence = sp.csr_matrix(
+        (np.ones(len(indices), dtype=np.float32), np.asarray(indices, dtype=np.int64), np.asarray(indptr, dtype=np.int64)),
+        shape=(len(texts), len(word_ids)),
+    )
+    counts = sp.csr_matrix(incidence @ per_word, dtype=vectorizer.dtype)
+    counts.sum_duplicates()
+    counts.sort_indices()
+    return vectorizer._tfidf.transform(counts, copy=False)
+
+
+def word_ngram_transform(vectorizer: TfidfVectorizer, texts: Sequence[str], language: str) -> sp.csr_matrix:
+    """`vectorizer.transform(tokenize(texts, language, unit="word"))` of a fitted `TokenNgrams`
+    vectorizer, each distinct word's n-grams counted once.
+
+    With `unit="word"` a sentence's tokens are its words' tokens one after another, so its
+    n-grams are those inside each word plus the bigrams across each boundary between two words
+    (the last token of one, the first of the next). The first are counted once per distinct word
+    and summed per sentence with a sparse product, the second looked up one by one; the counts
+    are then weighted by the vectorizer's own transformer, and the result equals the plain
+    transform (tested). N-grams longer than two are counted the plain way.
+    """
+    analyzer = vectorizer.analyzer
+    lo, hi = getattr(analyzer, "ngram_range", (0, 0))
+    if not isinstance(analyzer, TokenNgrams) or not (1 <= lo <= hi <= 2) or vectorizer.binary:
+        return vectorizer.transform(tokenize(texts, language, unit="word"))
+    word_ids: dict[str, int] = {}
+    sentences: list[list[int]] = []
+    for text in texts:
+        ids = []
+        for word in text.split():
+            j = word_ids.get(word)
+            if j is None:
+                j = word_ids[word] = len(word_ids)
+            ids.append(j)
+        sentences.append(ids)
+    words = list(word_ids)
+    tokens = _cached(words, f"{language}:word") if words else []
+    vocabulary = vectorizer.vocabulary_
+    first = [t[0] if t else None for t in tokens]
+    last = [t[-1] if t else None for t in tokens]
+    indptr, indices, extra_ptr, extra = [0], [], [0], []
+    for ids in sentences:
+        indices.extend(ids)
+        indptr.append(len(indices))
+        if hi == 2:
+            previous = None
+            for j in ids:
+                if first[j] is None:
+                    continue  # a word without tokens: the tokens on either side are adjacent
+                if previous is not None:
+                    k = vocabulary.get(f"{previous} {first[j]}")
+                    if k is not None:
+                        extra.append(k)
+                previous = last[j]
+        extra_ptr.append(len(extra))
+    n_features = len(vocabulary)
+    counts = sp.csr_matrix(
+        (np.ones(len(extra), dtype=np.float32), np.asarray(extra, dtype=np.int64), np.asarray(extra_ptr, dtype=np.int64)),
+        shape=(len(texts), n_features),
+    )
+    if words:
+        per_word = CountVectorizer.transform(vectorizer, tokens)
+        incidence = sp.csr_matrix(
+            (np.ones(len(indices), dtype=np.float32), np.asarray(indices, dtype=np.int64),
+             np.asarray(indptr, dtype=np.int64)),
+            shape=(len(texts), len(words)),
+        )
+        counts = counts + incidence @ per_word
+    counts = sp.csr_matrix(counts, dtype=vectorizer.dtype)
+    counts.sum_duplicates()
+    counts.sort_indices()
+    counts.eliminate_zeros()
+    return vectorizer._tfidf.transform(counts, copy=False)
+
+
 def _check_range(name: str, value) -> tuple[int, int]:
     try:
         lo, hi = (int(v) for v in value)
@@ -258,6 +402,10 @@ class TextFeaturizer(TransformerMixin, BaseEstimator):
         word_ngrams: (min_n, max_n) of the word/morpheme n-grams.
         words: `auto` (the language's tokenizer), `whitespace` (split on spaces) or `none`
             (character n-grams only; no kiwipiepy/jieba).
+        analysis: what the word tokenizer analyses at a time: `sentence` (the whole sentence)
+            or `word` (each whitespace-separated word alone, once per distinct word; for
+            Korean an eojeol; several times faster, see `tokenize`). The same in fit and
+            transform; a featurizer saved before this setting existed analyses sentences.
         min_df: minimum number of sentences a feature must occur in.
         max_features: cap on the vocabulary of each block (char, word), most frequent first;
             None for no cap.
@@ -277,6 +425,7 @@ class TextFeaturizer(TransformerMixin, BaseEstimator):
         char_ngrams: tuple[int, int] = (1, 3),
         word_ngrams: tuple[int, int] = (1, 2),
         words: str = "auto",
+        analysis: str = "sentence",
         min_df: int = 2,
         max_features: int | None = 200_000,
         sublinear_tf: bool = True,
@@ -286,15 +435,23 @@ class TextFeaturizer(TransformerMixin, BaseEstimator):
         self.char_ngrams = char_ngrams
         self.word_ngrams = word_ngrams
         self.words = words
+        self.analysis = analysis
         self.min_df = min_df
         self.max_features = max_features
         self.sublinear_tf = sublinear_tf
         self.use_idf = use_idf
 
+    def __setstate__(self, state: dict) -> None:
+        # a featurizer pickled before `analysis` existed tokenised whole sentences
+        state.setdefault("analysis", "sentence")
+        self.__dict__.update(state)
+
     def _validate(self) -> None:
         word_tokenizer(self.language)  # ValueError for a value that is no language code
         if self.words not in WORD_MODES:
             raise ValueError(f"words {self.words!r} is not one of {list(WORD_MODES)}")
+        if self.analysis not in ANALYSIS_UNITS:
+            raise ValueError(f"analysis {self.analysis!r} is not one of {list(ANALYSIS_UNITS)}")
         _check_range("char_ngrams", self.char_ngrams)
         _check_range("word_ngrams", self.word_ngrams)
         if isinstance(self.min_df, bool) or not isinstance(self.min_df, (int, np.integer)) or self.min_df < 1:
@@ -336,7 +493,7 @@ class TextFeaturizer(TransformerMixin, BaseEstimator):
             if self.words != "none":
                 analyzer = TokenNgrams(_check_range("word_ngrams", self.word_ngrams))
                 self.word_vectorizer_ = self._vectorizer(analyzer=analyzer)
-                self.word_vectorizer_.fit(tokenize(norm, self._word_language()))
+                self.word_vectorizer_.fit(tokenize(norm, self._word_language(), unit=self.analysis))
         except ValueError as exc:
             if any(m in str(exc) for m in ("empty vocabulary", "no terms remain", "max_df corresponds to < documents")):
                 raise ValueError(
@@ -360,11 +517,18 @@ class TextFeaturizer(TransformerMixin, BaseEstimator):
             block, each row L2-normalised within its block.
         """
         check_is_fitted(self, "char_vectorizer_")
-        norm = normalize_texts(texts)
-        blocks = [self.char_vectorizer_.transform(norm)]
+        distinct, inverse = normalize_distinct(texts)
+        blocks = [char_wb_transform(self.char_vectorizer_, distinct)]
         if self.word_vectorizer_ is not None:
-            blocks.append(self.word_vectorizer_.transform(tokenize(norm, self._word_language())))
-        return sp.hstack(blocks, format="csr", dtype=np.float32)
+            if self.analysis == "word":
+                blocks.append(word_ngram_transform(self.word_vectorizer_, distinct, self._word_language()))
+            else:
+                blocks.append(self.word_vectorizer_.transform(tokenize(distinct, self._word_language())))
+        X = blocks[0] if len(blocks) == 1 else sp.hstack(blocks, format="csr", dtype=np.float32)
+        X = sp.csr_matrix(X, dtype=np.float32)
+        if len(distinct) == len(inverse) and np.array_equal(inverse, np.arange(len(inverse))):
+            return X  # every sentence distinct, in order
+        return X[inverse]
 
     def get_feature_names_out(self, input_features=None) -> np.ndarray:
         """Feature names: `char:<n-gram>` then `word:<n-gram>`."""

@@ -51,6 +51,7 @@ CALIBRATIONS: tuple[str | None, ...] = (None, "temperature", "platt")
 KINDS: dict[str, str] = {
     "majority": "psyattrs.models.majority:MajorityModel",
     "tfidf": "psyattrs.models.tfidf:TfidfModel",
+    "tfidf_annotators": "psyattrs.models.annotators:AnnotatorTfidfModel",
     "lightgbm": "psyattrs.models.gbm:LightGBMModel",
     "transformer": "psyattrs.models.transformer.model:TransformerModel",
     "ensemble": "psyattrs.models.ensemble:EnsembleModel",

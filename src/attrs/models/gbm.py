@@ -370,6 +370,7 @@ class LightGBMModel(MultiHeadModel):
 
         saved = joblib.load(folder / STATE_FILE)
         self.featurizer_, self.svd_, self.stage1_ = saved["featurizer"], saved["svd"], saved["stage1"]
+        self.params["analysis"] = self.featurizer_.analysis  # `sentence` for a model saved before the setting
         self.feature_names_ = list(state["feature_names"])
         self.heads_ = {}
         for name, info in state["heads"].items():

@@ -27,6 +27,7 @@ FEATURIZER_DEFAULTS: dict[str, Any] = {
     "char_ngrams": (1, 3),
     "word_ngrams": (1, 2),
     "words": "auto",
+    "analysis": "word",
     "min_df": 2,
     "max_features": 200_000,
     "sublinear_tf": True,
@@ -152,7 +153,9 @@ class TfidfModel(MultiHeadModel):
     """TF-IDF n-grams + one logistic regression per head (see the module docstring).
 
     Kind-specific settings (`kind_defaults`): the featurizer's `char_ngrams`, `word_ngrams`,
-    `words` (`auto`, `whitespace`, `none`), `min_df`, `max_features`, `sublinear_tf`, `use_idf`;
+    `words` (`auto`, `whitespace`, `none`), `analysis` (`word`: each whitespace word analysed alone,
+    the default; `sentence`: whole sentences, as models saved before the setting), `min_df`,
+    `max_features`, `sublinear_tf`, `use_idf`;
     `C` (inverse regularisation of the logistic regressions), `max_iter`, `context_scale` (weight
     of the previous sentences' features).
 
@@ -201,3 +204,4 @@ class TfidfModel(MultiHeadModel):
         saved = joblib.load(folder / STATE_FILE)
         self.featurizer_ = saved["featurizer"]
         self.heads_ = saved["heads"]
+        self.params["analysis"] = self.featurizer_.analysis  # `sentence` for a model saved before the setting

@@ -275,7 +275,7 @@ def train(
     elif overrides:
         raise ValueError("overrides apply to a config file; pass them to load_config for a loaded config")
     result = train_run(config, quiet=quiet)
-    if report:
+    if report and result.run_id:  # no run id: a torchrun process of rank > 0 (rank 0 logs the run)
         try:
             log_run_report(result.run_id, tracking_uri=result.tracking_uri)
         except Exception as exc:  # noqa: BLE001 - the trained run must survive a failing report

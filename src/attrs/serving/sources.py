@@ -45,11 +45,13 @@ import numpy as np
 import pandas as pd
 
 from psyattrs.data.io import check_file, detect_encoding, detect_format, is_parquet
-from psyattrs.data.personaldialog import RecordError, decode_line, parse_record
+from psyattrs.data.personaldialog import TRAIT_COLUMNS, RecordError, decode_line, parse_record
 from psyattrs.errors import InputFileError
 
 TABLE_COLUMNS: tuple[str, ...] = (
     "doc_id", "sent_id", "position", "person_type", "person_name", "person_id", "is_pause", "turn", "time", "text",
+    # read where present: what a transformer's persona_text / speaker_traits input reads
+    "person_name_original", "persona_concept", "speaker_gender", "speaker_loc", "speaker_tags",
 )  # fmt: skip
 _TRUE = {"1", "true", "True", "TRUE"}
 _FALSE = {"0", "false", "False", "FALSE", ""}
@@ -188,7 +190,7 @@ class PersonalDialogSource:
         pending.rows.extend(rows)
 
     def _emit(self, pending: _Pending, offset: int, number: int) -> Chunk:
-        columns = ["doc_id", "sent_id", "position", "person_id", "text", "is_golden"]
+        columns = ["doc_id", "sent_id", "position", "person_id", "text", *TRAIT_COLUMNS, "is_golden"]
         table = pd.DataFrame([{c: r[c] for c in columns} for r in pending.rows], columns=columns)
         table["is_golden"] = table["is_golden"].astype(bool)
         table["position"] = table["position"].astype("int64")

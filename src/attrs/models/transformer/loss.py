@@ -11,6 +11,10 @@ formula, computed once. Per head:
   (CORAL's loss, soft targets allowed), summed over the K-1 cut points, class weights ignored;
 - `labelers` heads: each labeler's output against that labeler's own label where they gave one
   (NaN = no label), mean over the given labels.
+- `annotators` heads (annotator embeddings): the average annotator's output against the row's
+  target distribution (as a `linear` head) plus each rating's annotator output against the label
+  that annotator gave (`labeler_loss` over the vote slots, NaN = empty slot); every rating counts
+  once, whoever gave it.
 
 Rows without a target (all-NaN: unlabelled rows and every pause row, see
 `psyattrs.models.base.check_targets`) and labels that are missing contribute nothing, not even a
@@ -73,6 +77,12 @@ def total_loss(
             loss = soft_cross_entropy(outputs[name], targets[name], class_weights.get(name))
         elif kind == "ordinal":
             loss = ordinal_loss(outputs[name], targets[name])
+        elif kind == "annotators":
+            z = outputs[name]
+            labels = labeler_labels[name].clone()
+            labels[torch.isnan(targets[name]).any(dim=1)] = float("nan")  # pauses, unlabelled rows
+            loss = soft_cross_entropy(z[:, 0], targets[name], class_weights.get(name)) + \
+                labeler_loss(z[:, 1:], labels, class_weights.get(name))
         else:
             labels = labeler_labels[name].clone()
             labels[torch.isnan(targets[name]).any(dim=1)] = float("nan")  # pauses, unlabelled rows

@@ -7,21 +7,38 @@ mixed final/soft targets with the masked loss of `loss.py` by the loop of `train
 
 Settings (`model.params`, plus `model.backbone` and `model.labeler_heads` of the config):
 - `backbone`: `scratch` (default), a checkpoint folder or a hub id.
-- `labeler_heads`: one output per labeler per head, each trained on that labeler's own labels
-  (`labeler{k}_{head}` columns of the training table); predictions are the labelers' mean
-  distribution and `predict_labelers` gives each labeler's predicted class. Refused for more than
-  `max_labelers` labelers (corpora with hundreds of annotators: train on their soft distribution,
-  `targets.lambda` < 1, instead).
+- `labeler_heads`: a distribution per labeler, each trained on that labeler's own labels, in one
+  of two ways (`labeler_mode`):
+  - `heads`: one output per labeler per head (`labeler{k}_{head}` columns of the training table,
+    fixed people such as OPELA's three); predictions are the labelers' mean distribution and
+    `predict_labelers` gives each labeler's predicted class. At most `max_labelers` labelers.
+  - `embeddings`: annotator embeddings for large crowds: one vector per annotator id added to the
+    pooled sentence, one output per head (`network.py`), trained on every rating (vote slot
+    `labeler{k}_{head}`, given by `annotator{k}_{head}`: the columns the runner adds for a corpus
+    with a long annotation table, `psyattrs.data.annotations.annotator_slots`; a table without
+    them: annotator `labeler{k}` for column k) and a learned average annotator trained on the
+    item's targets. Predictions: the mean over the item's known annotators (its
+    `annotator{k}_{head}` cells, or for `labeler{k}` annotators the labelers who rated it),
+    else the average annotator; `predict_annotators` gives named annotators' predicted classes.
+  - `auto` (default): `embeddings` when the table names annotators (`annotator{k}_{head}`: vote
+    slots are not people there, so per-labeler heads would mix them) or has more than
+    `max_labelers` labelers, else `heads`.
 - `ordinal`: head names that get a cumulative-link (CORAL) head instead of a softmax.
 - `head_weights`: head -> loss weight (default 1).
 - scratch encoder shape (ignored for a pretrained backbone): `hidden_size`, `layers`,
   `attention_heads`, `intermediate_size`, `vocab_size`.
-- input: `max_length` (tokens, context included), `speaker_roles`.
+- input (`inputs.build_inputs`): `max_length` (tokens, context included), `speaker_roles`,
+  `persona_text` (the conversation's persona concept text first: a `persona_concept` column, else
+  the persona's `person_name_original`), `speaker_traits` (the target speaker's PersonalDialog
+  profile first: `speaker_gender`, `speaker_loc`, `speaker_tags`), `prefix_max_length` (the most
+  tokens those two take; context is truncated before them, the persona text before the profile,
+  the target never). A scratch tokenizer is trained on those texts as well.
 - optimisation: `epochs`, `batch_size`, `learning_rate` (null = 5e-4 scratch, 5e-5 pretrained),
   `weight_decay`, `warmup_ratio`, `max_grad_norm`, `grad_accumulation`, `patience`, `dropout`,
   `checkpoint_dir` (null = no checkpoints), `resume`, `log_every`.
 - `device`: `auto` (CUDA when present, else CPU), `cpu` or `cuda`.
-- prediction: `predict_batch_size`, `quantize` (dynamic int8 on CPU for the encoder's linear layers).
+- prediction: `predict_batch_size`, `quantize` (dynamic int8 on CPU for the network's linear
+  layers; the experiment config sets it with `predict.quantize`, saved with the model).
 
 The saved folder holds `model.json`, `encoder/` (the fine-tuned encoder and tokenizer as a
 checkpoint folder `from_pretrained` reads) and `heads.safetensors`.
@@ -43,9 +60,21 @@ from psyattrs.models.base import MultiHeadModel, class_weight_vector
 HEAD_FILE = "heads.safetensors"
 ENCODER_DIR = "encoder"
 DEVICES = ("auto", "cpu", "cuda")
+LABELER_MODES = ("auto", "heads", "embeddings")
 
 _LABELER_COLUMN_PREFIX = "labeler"
 PREDICT_MAX_TOKENS = 16384  # padded tokens per prediction batch: many short sentences, few long ones
+
+
+def _named_slots(columns, head: str) -> list[int]:
+    """The k of the `annotator{k}_{head}` columns (who gave vote slot k), sorted."""
+    out = []
+    for c in columns:
+        if isinstance(c, str) and c.startswith("annotator") and c.endswith(f"_{head}"):
+            k = c[len("annotator"):-len(head) - 1]
+            if k.isdigit():
+                out.append(int(k))
+    return sorted(out)
 
 
 def _join_process_group(device) -> None:
@@ -64,6 +93,7 @@ class TransformerModel(MultiHeadModel):
         "backbone": "scratch",
         "labeler_heads": False,
         "max_labelers": 20,
+        "labeler_mode": "auto",
         "ordinal": [],
         "head_weights": {},
         "hidden_size": 128,
@@ -73,6 +103,9 @@ class TransformerModel(MultiHeadModel):
         "vocab_size": 8000,
         "max_length": 128,
         "speaker_roles": True,
+        "persona_text": False,
+        "speaker_traits": False,
+        "prefix_max_length": 32,
         "epochs": 3,
         "batch_size": 16,
         "learning_rate": None,
@@ -96,6 +129,8 @@ class TransformerModel(MultiHeadModel):
         self.metrics_callback: Callable[[dict[str, float], int], None] | None = None
         self.history_: dict[str, Any] = {}
         self.labelers_: list[int] = []
+        self.annotators_: list[str] = []  # annotator embeddings: ids, row i + 1 of the table
+        self.labeler_mode_: str | None = None  # heads or embeddings, once fitted with labeler_heads
         self._network = None
         self._tokenizer = None
         self._quantized = None
@@ -106,12 +141,12 @@ class TransformerModel(MultiHeadModel):
         p = self.params
         if not isinstance(p["backbone"], str) or not p["backbone"].strip():
             raise ValueError(f"backbone must be 'scratch', a checkpoint folder or a hub id, got {p['backbone']!r}")
-        for name in ("labeler_heads", "speaker_roles", "resume", "quantize"):
+        for name in ("labeler_heads", "speaker_roles", "persona_text", "speaker_traits", "resume", "quantize"):
             if not isinstance(p[name], (bool, np.bool_)):
                 raise ValueError(f"{name} must be true or false, got {p[name]!r}")
         ints = {"max_labelers": 1, "hidden_size": 8, "layers": 1, "attention_heads": 1, "intermediate_size": 8,
                 "vocab_size": 100, "max_length": 8, "epochs": 1, "batch_size": 1, "grad_accumulation": 1,
-                "patience": 1, "log_every": 1, "predict_batch_size": 1}
+                "patience": 1, "log_every": 1, "predict_batch_size": 1, "prefix_max_length": 0}
         for name, low in ints.items():
             v = p[name]
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
@@ -126,6 +161,8 @@ class TransformerModel(MultiHeadModel):
         lr = p["learning_rate"]
         if lr is not None and (isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < 1):
             raise ValueError(f"learning_rate must be null or a number in (0, 1), got {lr!r}")
+        if p["labeler_mode"] not in LABELER_MODES:
+            raise ValueError(f"labeler_mode {p['labeler_mode']!r} is not one of {list(LABELER_MODES)}")
         if p["device"] not in DEVICES:
             raise ValueError(f"device {p['device']!r} is not one of {list(DEVICES)}")
         if p["checkpoint_dir"] is not None and not isinstance(p["checkpoint_dir"], str):
@@ -161,7 +198,9 @@ class TransformerModel(MultiHeadModel):
         return torch.device(wanted)
 
     def _head_specs(self) -> dict[str, tuple[str, int]]:
-        kind = "labelers" if self.params["labeler_heads"] else "linear"
+        kind = "linear"
+        if self.params["labeler_heads"]:
+            kind = "annotators" if self.labeler_mode_ == "embeddings" else "labelers"
         return {h.name: ("ordinal" if h.name in self.params["ordinal"] else kind, h.n_classes) for h in self.schema}
 
     # -- data ---------------------------------------------------------------------------------
@@ -169,8 +208,10 @@ class TransformerModel(MultiHeadModel):
     def _encode(self, table: pd.DataFrame):
         from psyattrs.models.transformer.inputs import build_inputs
 
-        return build_inputs(table, self._tokenizer, previous=self.context_previous,
-                            max_length=self.params["max_length"], speaker_roles=self.params["speaker_roles"])
+        p = self.params
+        return build_inputs(table, self._tokenizer, previous=self.context_previous, max_length=p["max_length"],
+                            speaker_roles=p["speaker_roles"], persona_text=p["persona_text"],
+                            speaker_traits=p["speaker_traits"], prefix_max_length=p["prefix_max_length"])
 
     def _labeler_labels(self, table: pd.DataFrame) -> dict[str, np.ndarray]:
         """head -> (n, L) float labels of `labelers_` (NaN where a labeler gave none)."""
@@ -189,11 +230,87 @@ class TransformerModel(MultiHeadModel):
             out[head.name] = matrix
         return out
 
+    def _vote_slots(self, table: pd.DataFrame, head) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, labels) of one head's vote slots, each (n, S): who gave slot k (str, "" = nobody)
+        and what (float class, NaN = none); see `labeler_mode` in the module docstring."""
+        n = len(table)
+        named = _named_slots(table.columns, head.name)
+        slots = named or labeler_ids(table.columns, [head.name])
+        ids = np.full((n, len(slots)), "", dtype=object)
+        labels = np.full((n, len(slots)), np.nan)
+        for j, k in enumerate(slots):
+            col = f"{_LABELER_COLUMN_PREFIX}{k}_{head.name}"
+            if col in table.columns:
+                values = pd.to_numeric(table[col], errors="coerce").to_numpy(dtype=float)
+                bad = ~np.isnan(values) & ~np.isin(values, head.values)
+                if bad.any():
+                    raise ValueError(f"column {col!r}: rows {np.flatnonzero(bad)[:5].tolist()} hold classes "
+                                     f"outside {list(head.values)}")
+                labels[:, j] = values
+            if named:
+                ids[:, j] = table[f"annotator{k}_{head.name}"].fillna("").astype(str).to_numpy(dtype=object)
+            else:
+                ids[~np.isnan(labels[:, j]), j] = f"{_LABELER_COLUMN_PREFIX}{k}"
+        labels[ids == ""] = np.nan
+        return ids, labels
+
+    def _annotator_index(self, ids: np.ndarray) -> np.ndarray:
+        """Annotator ids (n, S) -> embedding rows (int64; 1.. for training annotators, -1 for an
+        empty slot or an annotator the model has not seen)."""
+        lookup = {a: i + 1 for i, a in enumerate(self.annotators_)}
+        flat = np.fromiter((lookup.get(a, -1) for a in ids.ravel()), dtype=np.int64, count=ids.size)
+        return flat.reshape(ids.shape)
+
+    def _annotator_inputs(self, table: pd.DataFrame) -> dict[str, np.ndarray]:
+        """head -> (n, S) embedding rows of each row's known annotators (annotator embeddings only)."""
+        if self.labeler_mode_ != "embeddings":
+            return {}
+        return {h.name: self._annotator_index(self._vote_slots(table, h)[0]) for h in self.schema}
+
     def _train_data(self, table: pd.DataFrame, targets: dict[str, np.ndarray]):
         from psyattrs.models.transformer.training import TrainData
 
+        if self.labeler_mode_ == "embeddings":
+            labels, annotators = {}, {}
+            for h in self.schema:  # row i = table.iloc[i] = the encoded row i
+                ids, labels[h.name] = self._vote_slots(table, h)
+                annotators[h.name] = self._annotator_index(ids)
+                labels[h.name][annotators[h.name] < 0] = np.nan
+            return TrainData(self._encode(table), targets, labels, annotators)
         labels = self._labeler_labels(table) if self.params["labeler_heads"] else {}
         return TrainData(self._encode(table), targets, labels)
+
+    def _choose_labeler_mode(self, table: pd.DataFrame) -> None:
+        """Sets `labeler_mode_`, `labelers_` and `annotators_` from the training table."""
+        self.labelers_ = labeler_ids(table.columns, self.schema.head_names)
+        slots = {h.name: self._vote_slots(table, h) for h in self.schema}
+        named = any(_named_slots(table.columns, h) for h in self.schema.head_names)
+        mode = self.params["labeler_mode"]
+        if mode == "auto":
+            mode = "embeddings" if named or len(self.labelers_) > self.params["max_labelers"] else "heads"
+        if not self.labelers_:
+            raise ValueError("labeler_heads needs the labelers' columns labeler{k}_{head} in the training table; "
+                             "it has none")
+        if mode == "heads":
+            if named:
+                raise ValueError(
+                    "the training table's labeler{k}_{head} columns are vote slots of a crowd (annotator{k}_{head} "
+                    "names who gave each), not fixed labelers: per-labeler heads would mix people. Use "
+                    "labeler_mode: embeddings (or auto)")
+            if len(self.labelers_) > self.params["max_labelers"]:
+                raise ValueError(
+                    f"the training table has {len(self.labelers_)} labelers; per-labeler heads are for corpora with "
+                    f"a few labelers (max_labelers = {self.params['max_labelers']}). With many annotators use "
+                    "annotator embeddings (labeler_mode: embeddings or auto), or train on their soft distribution "
+                    "(labeler_heads: false, targets.lambda < 1)"
+                )
+            self.annotators_ = []
+        else:
+            given = np.concatenate([ids[~np.isnan(labels)] for ids, labels in slots.values()])
+            self.annotators_ = sorted({str(a) for a in given if a})
+            if not self.annotators_:
+                raise ValueError("labeler_heads: no rating in the training table names its annotator")
+        self.labeler_mode_ = mode
 
     # -- fit ----------------------------------------------------------------------------------
 
@@ -207,8 +324,12 @@ class TransformerModel(MultiHeadModel):
         folder = Path(self.params["checkpoint_dir"]) / ENCODER_DIR if shared else work / ENCODER_DIR
         if self.is_scratch:
             if not (self.params["resume"] and (folder / "config.json").is_file()):
+                from psyattrs.models.transformer.inputs import prefix_texts
+
                 shape = {k: self.params[k] for k in ("hidden_size", "layers", "attention_heads", "intermediate_size", "vocab_size")}
-                scratch_encoder(table["text"].tolist(), folder, max_length=self.params["max_length"], shape=shape,
+                texts = table["text"].tolist() + prefix_texts(table, persona_text=self.params["persona_text"],
+                                                              speaker_traits=self.params["speaker_traits"])
+                scratch_encoder(texts, folder, max_length=self.params["max_length"], shape=shape,
                                 seed=self.seed)
             source = folder
         else:
@@ -219,8 +340,11 @@ class TransformerModel(MultiHeadModel):
             raise ValueError(f"max_length {self.params['max_length']} exceeds the encoder's {limit} positions")
         with torch.random.fork_rng():
             torch.manual_seed(self.seed)
-            self._network = MultiHeadNetwork(encoder, self._head_specs(), n_labelers=len(self.labelers_),
+            self._network = MultiHeadNetwork(encoder, self._head_specs(), n_labelers=self._n_labelers(),
                                              dropout=self.params["dropout"])
+
+    def _n_labelers(self) -> int:
+        return len(self.annotators_) if self.labeler_mode_ == "embeddings" else len(self.labelers_)
 
     def _fit(self, table: pd.DataFrame, targets: dict[str, np.ndarray], *, progress: bool) -> None:
         import torch
@@ -228,16 +352,7 @@ class TransformerModel(MultiHeadModel):
         from psyattrs.models.transformer.training import TrainSettings, train_network
 
         if self.params["labeler_heads"]:
-            self.labelers_ = labeler_ids(table.columns, self.schema.head_names)
-            if not self.labelers_:
-                raise ValueError("labeler_heads needs the labelers' columns labeler{k}_{head} in the training table; "
-                                 "it has none")
-            if len(self.labelers_) > self.params["max_labelers"]:
-                raise ValueError(
-                    f"the training table has {len(self.labelers_)} labelers; per-labeler heads are for corpora with "
-                    f"a few labelers (max_labelers = {self.params['max_labelers']}). With many annotators train on "
-                    "their soft distribution instead (labeler_heads: false, targets.lambda < 1)"
-                )
+            self._choose_labeler_mode(table)
         torch.manual_seed(self.seed)
         device = self._device()
         valid = getattr(self, "_fit_valid", None)
@@ -283,7 +398,10 @@ class TransformerModel(MultiHeadModel):
             self._quantized = quantize_dynamic(self._network)
         return self._quantized
 
-    def _forward_all(self, table: pd.DataFrame) -> list[tuple[np.ndarray, dict[str, Any]]]:
+    def _forward_all(self, table: pd.DataFrame, annotators: dict[str, np.ndarray] | None = None
+                     ) -> list[tuple[np.ndarray, dict[str, Any]]]:
+        """(rows, outputs) per batch; `annotators` (annotator embeddings: head -> (n, S) embedding
+        rows) defaults to each row's known annotators (`_annotator_inputs`)."""
         import torch
 
         from psyattrs.models.transformer.inputs import collate, length_sorted_batches
@@ -293,10 +411,14 @@ class TransformerModel(MultiHeadModel):
         network.to(device)
         network.eval()
         encoded = self._encode(table)
+        if annotators is None:
+            annotators = self._annotator_inputs(table)
         out = []
         with torch.inference_mode():
             for rows in length_sorted_batches(encoded.lengths, self.params["predict_batch_size"], PREDICT_MAX_TOKENS):
-                batch = {k: torch.from_numpy(v).to(device) for k, v in collate(encoded, rows).items()}
+                batch: dict[str, Any] = {k: torch.from_numpy(v).to(device) for k, v in collate(encoded, rows).items()}
+                if annotators:
+                    batch["annotators"] = {h: torch.from_numpy(a[rows]).to(device) for h, a in annotators.items()}
                 out.append((rows, network(**batch)))
         return out
 
@@ -329,6 +451,10 @@ class TransformerModel(MultiHeadModel):
         self._check_fitted()
         if not self.params["labeler_heads"]:
             raise ValueError("this model has no per-labeler heads (train it with labeler_heads: true)")
+        if self.labeler_mode_ == "embeddings":
+            raise ValueError(f"this model has annotator embeddings for {len(self.annotators_)} annotators, not "
+                             "per-labeler heads: predict_annotators(table, [annotator ids]) gives named annotators' "
+                             "classes")
         prepared = prepare_table(table)
         columns = {f"{_LABELER_COLUMN_PREFIX}{k}_{h}": np.zeros(len(prepared), dtype=np.int64)
                    for h in self.schema.head_names for k in self.labelers_}
@@ -340,6 +466,54 @@ class TransformerModel(MultiHeadModel):
                         columns[f"{_LABELER_COLUMN_PREFIX}{k}_{h}"][rows] = classes[:, j]
         return pd.DataFrame(columns, index=table.index)
 
+    def predict_annotators(self, table: pd.DataFrame, annotators: list[str]) -> pd.DataFrame:
+        """What each named annotator would answer (annotator embeddings only).
+
+        Args:
+            table: the sentences (an utterance table).
+            annotators: annotator ids as the training corpus wrote them (`annotators_` lists them).
+
+        Returns:
+            DataFrame indexed like `table`, int64 columns `{head}@{annotator}` (that annotator's
+            predicted class), in schema order then the order given.
+
+        Raises:
+            ValueError: the model has no annotator embeddings, or an id it was not trained with.
+        """
+        from psyattrs.features.context import prepare_table
+
+        self._check_fitted()
+        if self.labeler_mode_ != "embeddings":
+            raise ValueError("this model has no annotator embeddings (train it with labeler_heads: true and "
+                             "labeler_mode: embeddings)")
+        names = [str(a) for a in annotators]
+        unknown = [a for a in names if a not in set(self.annotators_)]
+        if unknown:
+            raise ValueError(f"annotator(s) {unknown[:5]} are not among the {len(self.annotators_)} the model was "
+                             "trained with")
+        prepared = prepare_table(table)
+        index = self._annotator_index(np.array([names] * len(prepared), dtype=object).reshape(len(prepared), len(names)))
+        columns = {f"{h}@{a}": np.zeros(len(prepared), dtype=np.int64) for h in self.schema.head_names for a in names}
+        if len(prepared) and names:
+            for rows, outputs in self._forward_all(prepared, {h: index for h in self.schema.head_names}):
+                for h in self.schema.head_names:
+                    classes = outputs[h][:, 1:].argmax(dim=-1).cpu().numpy()  # (B, A)
+                    for j, a in enumerate(names):
+                        columns[f"{h}@{a}"][rows] = classes[:, j]
+        return pd.DataFrame(columns, index=table.index)
+
+    def weights_digest(self) -> str:
+        """A digest (16 hex digits) of the network's weights: processes of one `torchrun` launch
+        end with the same one (`psyattrs train` prints it per rank under torchrun)."""
+        import hashlib
+
+        self._check_fitted()
+        digest = hashlib.sha256()
+        for name, tensor in sorted(self._network.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        return digest.hexdigest()[:16]
+
     # -- save / load --------------------------------------------------------------------------
 
     def _save_state(self, folder: Path) -> dict[str, Any]:
@@ -350,7 +524,8 @@ class TransformerModel(MultiHeadModel):
         save_encoder(self._tokenizer, self._network.encoder, folder / ENCODER_DIR)
         heads = {k: v.detach().cpu().contiguous() for k, v in self._network.heads.state_dict().items()}
         save_file(heads, str(folder / HEAD_FILE))
-        return {"labelers": self.labelers_, "history": self.history_, "encoder": ENCODER_DIR, "heads": HEAD_FILE}
+        return {"labelers": self.labelers_, "annotators": self.annotators_, "labeler_mode": self.labeler_mode_,
+                "history": self.history_, "encoder": ENCODER_DIR, "heads": HEAD_FILE}
 
     def _load_state(self, folder: Path, state: dict[str, Any]) -> None:
         from safetensors.torch import load_file
@@ -359,6 +534,8 @@ class TransformerModel(MultiHeadModel):
         from psyattrs.models.transformer.network import MultiHeadNetwork
 
         self.labelers_ = [int(k) for k in state.get("labelers", [])]
+        self.annotators_ = [str(a) for a in state.get("annotators", [])]
+        self.labeler_mode_ = state.get("labeler_mode") or ("heads" if self.params["labeler_heads"] else None)
         self.history_ = dict(state.get("history", {}))
         encoder_dir = folder / state.get("encoder", ENCODER_DIR)
         if not (encoder_dir / "config.json").is_file():
@@ -367,7 +544,7 @@ class TransformerModel(MultiHeadModel):
         if not head_file.is_file():
             raise FileNotFoundError(2, "missing", str(head_file))
         self._tokenizer, encoder = load_encoder(encoder_dir)
-        self._network = MultiHeadNetwork(encoder, self._head_specs(), n_labelers=len(self.labelers_),
+        self._network = MultiHeadNetwork(encoder, self._head_specs(), n_labelers=self._n_labelers(),
                                          dropout=self.params["dropout"])
         self._network.heads.load_state_dict(load_file(str(head_file)))
         self._network.eval()

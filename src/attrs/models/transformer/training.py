@@ -65,14 +65,19 @@ class TrainSettings:
 @dataclass
 class TrainData:
     """Encoded rows and their targets: head -> (n, K) float (NaN rows = no target) and, for
-    labeler heads, head -> (n, L) float labeler labels (NaN = none)."""
+    labeler heads, head -> (n, L) float labeler labels (NaN = none); for annotator embeddings,
+    `labelers` holds the vote slots' labels and `annotators` head -> (n, S) int64 the slots'
+    annotator indices (-1 = empty), passed to the network as its `annotators` input."""
 
     encoded: EncodedRows
     targets: dict[str, np.ndarray]
     labelers: dict[str, np.ndarray] = field(default_factory=dict)
+    annotators: dict[str, np.ndarray] = field(default_factory=dict)
 
     def batch(self, rows: np.ndarray, device: torch.device) -> tuple[dict[str, torch.Tensor], dict, dict]:
-        inputs = {k: torch.from_numpy(v).to(device) for k, v in collate(self.encoded, rows).items()}
+        inputs: dict = {k: torch.from_numpy(v).to(device) for k, v in collate(self.encoded, rows).items()}
+        if self.annotators:
+            inputs["annotators"] = {h: torch.from_numpy(a[rows]).to(device) for h, a in self.annotators.items()}
         targets = {h: torch.from_numpy(t[rows]).float().to(device) for h, t in self.targets.items()}
         labelers = {h: torch.from_numpy(t[rows]).float().to(device) for h, t in self.labelers.items()}
         return inputs, targets, labelers
