@@ -428,12 +428,13 @@ class TransformerModel(MultiHeadModel):
         parts = self._forward_all(table)
         order = np.concatenate([rows for rows, _ in parts])
         proba = {}
-        with torch.inference_mode():  # the batches' outputs joined: one probability pass per head, placed once
-            joined = {h: torch.cat([out[h] for _, out in parts]) for h in self.schema.head_names}
-            for name, p in self._network.probabilities(joined).items():
-                placed = np.empty((len(order), p.shape[1]))
-                placed[order] = p.double().cpu().numpy()
-                proba[name] = np.clip(placed, 1e-12, None)
+        with torch.inference_mode():  # per batch (annotator outputs differ in width), joined and placed once per head
+            probs = [self._network.probabilities(out) for _, out in parts]
+            for h in self.schema.head_names:
+                p = torch.cat([b[h] for b in probs]).double().cpu().numpy()
+                placed = np.empty_like(p)
+                placed[order] = p
+                proba[h] = np.clip(placed, 1e-12, None)
         return proba
 
     def predict_labelers(self, table: pd.DataFrame) -> pd.DataFrame:
