@@ -466,7 +466,7 @@ def test_ensemble_weights_are_fitted_on_valid_and_the_folder_round_trips(corpus,
     assert w[1] > 0.95 and w.sum() == pytest.approx(1)
     train_part, valid_part = corpus
     members = [{"kind": "transformer", **TINY}, {"kind": "majority"}]
-    model = build_model("ensemble", OPELA, members=members, context_previous=1)
+    model = build_model("ensemble", OPELA, members=members, context_previous=1, combine="mixture")
     logged = []
     model.metrics_callback = lambda metrics, step: logged.append(metrics)
     model.fit(train_part, _targets(train_part), valid=(valid_part, _targets(valid_part)))

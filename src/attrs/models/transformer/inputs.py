@@ -14,8 +14,9 @@ tokens `[TGT]` and `[/TGT]` (`tokenizer.MARKERS`). The heads pool the target spa
 When the sequence is longer than `max_length`, the oldest context goes first: whole sentences
 from the oldest, then the start of the oldest one still partly kept; the target is never dropped
 (a target longer than the budget alone is cut at its end). Every distinct sentence, role,
-persona text and profile is tokenised once per call (`tokenizer(..., add_special_tokens=False)`
-over the unique texts).
+persona text and profile is tokenised once per call over the unique texts (the fast tokenizer's
+own batch call, ids only; `tokenizer(..., add_special_tokens=False)` for other tokenizers).
+`collate` pads a batch with array operations (no Python work per row).
 
 Two optional prefixes (`persona_text`, `speaker_traits`) go between `[CLS]` and the context:
 
@@ -139,6 +140,12 @@ def _special_id(tokenizer, token: str | None, what: str) -> int:
 def _tokenise(tokenizer, texts: list[str]) -> list[list[int]]:
     if not texts:
         return []
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None and backend.truncation is None and backend.padding is None:
+        # the fast tokenizer's own batch call, ids only: the same ids as tokenizer(...) without
+        # building a Python dict per text (half the time of tokenising, measured)
+        encode = getattr(backend, "encode_batch_fast", backend.encode_batch)
+        return [e.ids for e in encode(texts, add_special_tokens=False)]
     return tokenizer(texts, add_special_tokens=False, truncation=False)["input_ids"]
 
 
@@ -239,31 +246,55 @@ def build_inputs(
     return EncodedRows(ids, span, pad_id)
 
 
+def _flat(encoded: EncodedRows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All rows' ids end to end, each row's start and length (built once per `EncodedRows`)."""
+    cached = encoded.__dict__.get("_flat_cache")
+    if cached is None or len(cached[1]) != len(encoded.ids):
+        lengths = encoded.lengths
+        starts = np.zeros(len(lengths), dtype=np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        flat = np.concatenate(encoded.ids) if len(encoded.ids) else np.zeros(0, dtype=np.int64)
+        cached = encoded.__dict__["_flat_cache"] = (flat, starts, lengths)
+    return cached
+
+
 def collate(encoded: EncodedRows, rows: np.ndarray) -> dict[str, np.ndarray]:
-    """A padded batch of rows.
+    """A padded batch of rows (no Python work per row).
 
     Returns:
         `input_ids` and `attention_mask` (int64, (B, L) with L the longest row of the batch) and
         `target_mask` (float32, (B, L): 1 on the target span).
     """
-    lengths = [len(encoded.ids[r]) for r in rows]
-    width = max(lengths) if lengths else 0
+    flat, starts, lengths = _flat(encoded)
+    rows = np.asarray(rows, dtype=np.int64)
+    size = lengths[rows]
+    width = int(size.max()) if len(rows) else 0
+    cols = np.arange(width, dtype=np.int64)[None, :]
+    inside = cols < size[:, None]
     input_ids = np.full((len(rows), width), encoded.pad_id, dtype=np.int64)
-    attention = np.zeros((len(rows), width), dtype=np.int64)
-    target = np.zeros((len(rows), width), dtype=np.float32)
-    for i, r in enumerate(rows):
-        seq = encoded.ids[r]
-        input_ids[i, : len(seq)] = seq
-        attention[i, : len(seq)] = 1
-        a, b = encoded.span[r]
-        target[i, a:b] = 1.0
-    return {"input_ids": input_ids, "attention_mask": attention, "target_mask": target}
+    input_ids[inside] = flat[(starts[rows][:, None] + cols)[inside]]
+    span = encoded.span[rows]
+    target = ((cols >= span[:, :1]) & (cols < span[:, 1:])).astype(np.float32)
+    return {"input_ids": input_ids, "attention_mask": inside.astype(np.int64), "target_mask": target}
 
 
-def length_sorted_batches(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
-    """Row numbers in batches of similar length (prediction: little padding)."""
+def length_sorted_batches(lengths: np.ndarray, batch_size: int, max_tokens: int | None = None) -> list[np.ndarray]:
+    """Row numbers in batches of similar length (prediction: little padding), at most
+    `batch_size` rows and, with `max_tokens`, at most that many padded tokens (rows x the
+    batch's longest row; a single row longer than that is a batch alone)."""
     order = np.argsort(lengths, kind="stable")
-    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    if max_tokens is None:
+        return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    ordered = np.asarray(lengths)[order]
+    batches, i, n = [], 0, len(order)
+    while i < n:
+        j = min(i + batch_size, n)
+        if (j - i) * ordered[j - 1] > max_tokens:  # k x ordered[i + k - 1] grows with k: a prefix fits
+            fits = np.arange(1, j - i + 1) * ordered[i:j] <= max_tokens
+            j = i + max(int(fits.sum()), 1)
+        batches.append(order[i:j])
+        i = j
+    return batches
 
 
 def shuffled_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator, *, pool: int = 50) -> list[np.ndarray]:

@@ -63,6 +63,7 @@ DEVICES = ("auto", "cpu", "cuda")
 LABELER_MODES = ("auto", "heads", "embeddings")
 
 _LABELER_COLUMN_PREFIX = "labeler"
+PREDICT_MAX_TOKENS = 16384  # padded tokens per prediction batch: many short sentences, few long ones
 
 
 def _named_slots(columns, head: str) -> list[int]:
@@ -118,7 +119,7 @@ class TransformerModel(MultiHeadModel):
         "resume": False,
         "log_every": 10,
         "device": "auto",
-        "predict_batch_size": 64,
+        "predict_batch_size": 256,
         "quantize": False,
     }
     _packages = ("numpy", "pandas", "scikit-learn", "torch", "transformers", "tokenizers", "safetensors")
@@ -414,7 +415,7 @@ class TransformerModel(MultiHeadModel):
             annotators = self._annotator_inputs(table)
         out = []
         with torch.inference_mode():
-            for rows in length_sorted_batches(encoded.lengths, self.params["predict_batch_size"]):
+            for rows in length_sorted_batches(encoded.lengths, self.params["predict_batch_size"], PREDICT_MAX_TOKENS):
                 batch: dict[str, Any] = {k: torch.from_numpy(v).to(device) for k, v in collate(encoded, rows).items()}
                 if annotators:
                     batch["annotators"] = {h: torch.from_numpy(a[rows]).to(device) for h, a in annotators.items()}
@@ -422,11 +423,19 @@ class TransformerModel(MultiHeadModel):
         return out
 
     def _predict_raw(self, table: pd.DataFrame) -> dict[str, np.ndarray]:
-        proba = {h.name: np.zeros((len(table), h.n_classes)) for h in self.schema}
-        for rows, outputs in self._forward_all(table):
-            for name, p in self._network.probabilities(outputs).items():
-                proba[name][rows] = p.double().cpu().numpy()
-        return {h: np.clip(p, 1e-12, None) for h, p in proba.items()}
+        import torch
+
+        parts = self._forward_all(table)
+        order = np.concatenate([rows for rows, _ in parts])
+        proba = {}
+        with torch.inference_mode():  # per batch (annotator outputs differ in width), joined and placed once per head
+            probs = [self._network.probabilities(out) for _, out in parts]
+            for h in self.schema.head_names:
+                p = torch.cat([b[h] for b in probs]).double().cpu().numpy()
+                placed = np.empty_like(p)
+                placed[order] = p
+                proba[h] = np.clip(placed, 1e-12, None)
+        return proba
 
     def predict_labelers(self, table: pd.DataFrame) -> pd.DataFrame:
         """Each labeler's predicted class (only with `labeler_heads`).
