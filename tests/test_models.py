@@ -272,7 +272,7 @@ def test_loading_a_model_of_another_kind_names_both(fitted, tmp_path):
 
 
 def test_build_model_names_allowed_kinds_and_settings():
-    with pytest.raises(ValueError, match=r"kind 'svm' is not one of \['ensemble', 'lightgbm', 'majority', 'tfidf', 'transformer'\]"):
+    with pytest.raises(ValueError, match=r"kind 'svm' is not one of \['ensemble', 'lightgbm', 'majority', 'tfidf', 'tfidf_annotators', 'transformer'\]"):
         build_model("svm", OPELA)
     with pytest.raises(ValueError, match=r"no setting\(s\) \['n_estimator'\]; allowed: .*'n_estimators'"):
         build_model("lightgbm", OPELA, n_estimator=10)
