@@ -1,8 +1,11 @@
 """Benchmark: reconstructing the sentence order of the OPELA public release (issue 5).
 
 Part 1, synthetic (the truth is known): `psyattrs.synth` simulates `--dialogues`
-conversations and writes them in the public layout with the release's quirks (multi-line messages,
-uncounted pauses, trailing newlines, blank user lines); `align_public` reconstructs the order.
+conversations (`--synth-shape release`, the default: shaped as the real ones read by hand, the user
+opening, the persona closing, exactly 2 x `total_turn` speaker runs, pauses closing persona runs,
+replies answering; `free`: the simulation of issue 5) and writes them in the public layout with the
+release's quirks (multi-line messages, uncounted pauses, trailing newlines, blank user lines);
+`align_public` reconstructs the order.
 Printed, per round (0 = priors only) and next to the two naive readings measured in the same run:
 the share of sentences given exactly their true labels (a row with exactly their lines and their
 label vector: what training needs) and the share placed at their true position; then the
@@ -22,8 +25,9 @@ When the file is absent that part is skipped, and the script says so.
 
 Part 3, gold order (issue 14): with `--gold DIR` (e.g. `../shared/data/opela_gold_order`, hand-made
 reading orders of some of the real conversations, two readers each; this script READS them and the
-real rows), the real rows are aligned under each configuration of `--configs` (today's settings,
-each new source of evidence alone, all together) and, per gold conversation and overall, the share
+real rows), the real rows are aligned under each configuration of `--configs` (`CONFIGS`: the
+settings of issue 5, each new source of evidence alone on top of them, all of them, today's
+defaults) and, per gold conversation and overall, the share
 of the user lines on which both readers agree that the reconstruction places as they do is printed
 next to the readers' agreement with each other; then per configuration the calibration of
 `align_confidence` on those lines, the share of conversations with exactly 2 x `total_turn` speaker

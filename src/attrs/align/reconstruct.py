@@ -362,7 +362,7 @@ def write_report(result: AlignResult, path: "str | Path") -> Path:
     return p
 
 
-ALIGN_VERSION = 2
+ALIGN_VERSION = 3
 """Bumped when the aligner's output changes, so cached alignments are redone."""
 
 
