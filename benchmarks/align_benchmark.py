@@ -1,8 +1,11 @@
 """Benchmark: reconstructing the sentence order of the OPELA public release (issue 5).
 
 Part 1, synthetic (the truth is known): `psyattrs.synth` simulates `--dialogues`
-conversations and writes them in the public layout with the release's quirks (multi-line messages,
-uncounted pauses, trailing newlines, blank user lines); `align_public` reconstructs the order.
+conversations (`--synth-shape release`, the default: shaped as the real ones read by hand, the user
+opening, the persona closing, exactly 2 x `total_turn` speaker runs, pauses closing persona runs,
+replies answering; `free`: the simulation of issue 5) and writes them in the public layout with the
+release's quirks (multi-line messages, uncounted pauses, trailing newlines, blank user lines);
+`align_public` reconstructs the order.
 Printed, per round (0 = priors only) and next to the two naive readings measured in the same run:
 the share of sentences given exactly their true labels (a row with exactly their lines and their
 label vector: what training needs) and the share placed at their true position; then the
@@ -22,8 +25,9 @@ When the file is absent that part is skipped, and the script says so.
 
 Part 3, gold order (issue 14): with `--gold DIR` (e.g. `../shared/data/opela_gold_order`, hand-made
 reading orders of some of the real conversations, two readers each; this script READS them and the
-real rows), the real rows are aligned under each configuration of `--configs` (today's settings,
-each new source of evidence alone, all together) and, per gold conversation and overall, the share
+real rows), the real rows are aligned under each configuration of `--configs` (`CONFIGS`: the
+settings of issue 5, each new source of evidence alone on top of them, all of them, today's
+defaults) and, per gold conversation and overall, the share
 of the user lines on which both readers agree that the reconstruction places as they do is printed
 next to the readers' agreement with each other; then per configuration the calibration of
 `align_confidence` on those lines, the share of conversations with exactly 2 x `total_turn` speaker
@@ -74,7 +78,7 @@ def _macro_f1(train: pd.DataFrame, test: pd.DataFrame, kind: str = "tfidf") -> d
     return {h: macro_f1(rows[f"labeler_{h}"].to_numpy(dtype=int), pred[h].to_numpy()) for h in OPELA.head_names}
 
 
-def _reference_rows(corpus, truth, dialogues: int, seed: int) -> None:
+def _reference_rows(corpus, truth, dialogues: int, seed: int, shape: str) -> None:
     """The same alignment with a sentence classifier trained on `dialogues` other conversations
     whose true order is known (a disjoint synthetic corpus): how far sentence-level label
     likelihoods can take the alignment on this generator."""
@@ -86,7 +90,7 @@ def _reference_rows(corpus, truth, dialogues: int, seed: int) -> None:
     from psyattrs.schema import OPELA
 
     started = time.perf_counter()
-    other = synthesize(dialogues, seed=seed + 1000).utterances
+    other = synthesize(dialogues, seed=seed + 1000, release_shape=shape == "release").utterances
     train = other[~other["is_pause"].astype(bool)]
     model = build_model("tfidf", OPELA, max_features=50_000, C=1.0, max_iter=300)
     model.fit(train, mixed_targets(train, OPELA, lam=1.0))
@@ -101,14 +105,14 @@ def _reference_rows(corpus, truth, dialogues: int, seed: int) -> None:
               f"{_fmt(h.moved):>6} {h.seconds:6.1f}")
 
 
-def synthetic_part(dialogues: int, seed: int, iterations: int, reference: int = 0) -> dict[str, float]:
+def synthetic_part(dialogues: int, seed: int, iterations: int, reference: int = 0, shape: str = "release") -> dict[str, float]:
     from psyattrs.align import align_public
     from psyattrs.align.eval import alternating_reading, pause_anchored_reading, score_reading
     from psyattrs.data.opela import read_public
     from psyattrs.synth import synthesize, write_public
 
-    print(f"\n== synthetic: {dialogues} conversations, seed {seed} ==")
-    syn = synthesize(dialogues, seed=seed)
+    print(f"\n== synthetic: {dialogues} conversations, seed {seed}, {shape} shape ==")
+    syn = synthesize(dialogues, seed=seed, release_shape=shape == "release")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "public.csv"
         truth = write_public(syn.utterances, syn.conversations, path, seed=seed)
@@ -123,7 +127,11 @@ def synthetic_part(dialogues: int, seed: int, iterations: int, reference: int = 
     started = time.perf_counter()
     result = align_public(corpus, iterations=iterations, keep_history=True)
     seconds = time.perf_counter() - started
-    print(f"aligned in {seconds:.1f}s ({len(result.history)} rounds)")
+    print(f"aligned in {seconds:.1f}s ({len(result.history)} rounds, stopped: {result.stopped})")
+    shape_true = _true_shape(truth)
+    print(f"true order: {shape_true['exact_runs']:.3f} of conversations with exactly 2 x total_turn speaker runs, "
+          f"{shape_true['user_opens']:.3f} opened by the user, {shape_true['persona_closes']:.3f} closed by the persona; "
+          f"{shape_true['pause_closes']:.3f} of pauses after a persona line and before a user line")
     print(f"{'reading':<34} {'labels':>7} {'position':>9} {'changed':>8} {'moved':>6} {'secs':>6}")
     for name, reading in (("naive: strict alternation", alternating_reading(corpus)),
                           ("naive: pause-anchored spreading", pause_anchored_reading(corpus))):
@@ -136,7 +144,7 @@ def synthetic_part(dialogues: int, seed: int, iterations: int, reference: int = 
               f"{_fmt(h.moved):>6} {h.seconds:6.1f}")
     final = score_reading(result.utterances, truth.order, corpus)
     if reference:
-        _reference_rows(corpus, truth, reference, seed)
+        _reference_rows(corpus, truth, reference, seed, shape)
 
     print("\ncalibration of align_confidence (non-pause rows):")
     rows = result.utterances[~result.utterances["is_pause"]]
@@ -174,6 +182,26 @@ def synthetic_part(dialogues: int, seed: int, iterations: int, reference: int = 
             "confident_correct": final["confident_correct"], "f1_gap": mt - ma, "seconds": seconds}
 
 
+def _true_shape(truth) -> dict[str, float]:
+    """The true order's shape: runs per total_turn, who opens and closes, where the pauses sit."""
+    o = truth.order.sort_values(["doc_id"], kind="stable")
+    out = {"exact_runs": [], "user_opens": [], "persona_closes": [], "pause_closes": []}
+    for doc, g in o.groupby("doc_id", sort=False):
+        kinds = np.where(g["is_pause"], "pause", g["speaker"]).tolist()
+        speak = [k for k in kinds if k != "pause"]
+        runs = 1 + sum(a != b for a, b in zip(speak, speak[1:]))
+        total_turn = int(str(doc).rsplit("_", 2)[1])  # public doc_id: persona_user_turns_sentences
+        out["exact_runs"].append(runs == 2 * total_turn)
+        out["user_opens"].append(speak[0] == "user")
+        out["persona_closes"].append(kinds[-1] != "user")
+        for i, k in enumerate(kinds):
+            if k == "pause":
+                before = next((x for x in reversed(kinds[:i]) if x != "pause"), None)
+                after = next((x for x in kinds[i + 1:] if x != "pause"), None)
+                out["pause_closes"].append(before == "persona" and after in ("user", None))
+    return {k: float(np.mean(v)) if v else float("nan") for k, v in out.items()}
+
+
 def real_part(iterations: int) -> None:
     from sklearn.model_selection import GroupKFold
 
@@ -196,8 +224,8 @@ def real_part(iterations: int) -> None:
     print(f"aligned {len(ok)} of {len(rep)} conversations in {time.perf_counter() - started:.1f}s "
           f"({len(result.history)} rounds; the last changed the unit of {result.history['changed'].iloc[-1]:.1%} of the "
           f"labels and moved {result.history['moved'].iloc[-1]:.1%} of their posterior mass)")
-    stopped = "at the round cap" if len(result.history) == iterations + 1 else "on convergence (min_change)"
-    print(f"the rounds stopped {stopped}")
+    print(f"the rounds stopped: {result.stopped} (cap: the round cap; converged: at most min_change of the labels "
+          f"changed unit or of their posterior mass moved)")
     for _, r in rep[rep["status"] != "aligned"].iterrows():
         print(f"  set aside: {r['doc_id']}: {r['reason']}")
     labelled = u[u["label_position"].notna()]
@@ -231,13 +259,20 @@ def real_part(iterations: int) -> None:
     print(f"{'mean':<9} {t:7.3f} {m:9.3f}")
 
 
+ISSUE5 = {"turn_shape": 0.0, "coherence": False, "exact_turns": False, "pause_rule": 0.0, "damping": 0.0}
+"""The settings of issue 5 (ALIGN_VERSION 2) where today's defaults differ."""
 CONFIGS: dict[str, dict] = {
-    "today": {},
-    "turns": {"turn_shape": 8.0},
-    "coherence": {"coherence": True},
-    "both": {"turn_shape": 8.0, "coherence": True},
+    "issue5": ISSUE5,
+    "turns": {**ISSUE5, "turn_shape": 8.0},
+    "exact": {**ISSUE5, "exact_turns": True},
+    "pause": {**ISSUE5, "pause_rule": 8.0},
+    "coherence": {**ISSUE5, "coherence": True},
+    "damped": {**ISSUE5, "damping": 0.5},
+    "all": {"turn_shape": 8.0, "exact_turns": True, "pause_rule": 8.0, "coherence": True, "damping": 0.5},
+    "defaults": {},
 }
-"""The configurations of the gold part: overrides of `AlignSettings` (today = the defaults of issue 5)."""
+"""The configurations of the gold part: overrides of `AlignSettings` (issue5: the settings of issue 5;
+each new source of evidence alone on top of them; all of them; defaults: `AlignSettings()` as it is)."""
 
 
 def _cv(labelled: pd.DataFrame) -> tuple[dict[str, float], dict[str, float]]:
@@ -302,7 +337,7 @@ def gold_part(gold_dir: Path, iterations: int, configs: list[str], subset: int |
         a = scored[scored["agreed"]]
         high = a["confidence"] >= 0.9
         h = result.history
-        stop = ("cap" if len(h) == iterations + 1 else "converged") + f" after round {int(h['iteration'].iloc[-1])}"
+        stop = f"{result.stopped} after round {int(h['iteration'].iloc[-1])}"
         extra[name] = {"seconds": seconds, "stop": stop, "last_changed": float(h["changed"].iloc[-1]),
                        "conf>=0.9 share": float(high.mean()), "conf>=0.9 right": float(a.loc[high, "right"].mean()),
                        "conf<0.9 right": float(a.loc[~high, "right"].mean()), **_shape(result)}
@@ -345,6 +380,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference", type=int, default=500, metavar="N",
                         help="also align with a classifier trained on N other synthetic conversations of known order "
                         "(default 500; 0 = skip)")
+    parser.add_argument("--synth-shape", choices=("release", "free"), default="release",
+                        help="synthetic conversations shaped as the release's (default: the user opens, the persona "
+                        "closes, pauses close persona runs, replies answer) or free (the simulation of issue 5)")
     parser.add_argument("--skip-real", action="store_true", help="do not run the real-rows part")
     parser.add_argument("--skip-synthetic", action="store_true", help="do not run the synthetic part")
     parser.add_argument("--gold", type=Path, default=None, metavar="DIR", help="score the real rows against hand-made orders in DIR")
@@ -357,7 +395,8 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         parser.error(f"unknown configuration(s) {bad}; known: {list(CONFIGS)}")
     summaries = [] if args.skip_synthetic else [
-        synthetic_part(args.dialogues, seed, args.iterations, args.reference) for seed in range(1, args.seeds + 1)]
+        synthetic_part(args.dialogues, seed, args.iterations, args.reference, args.synth_shape)
+        for seed in range(1, args.seeds + 1)]
     if len(summaries) > 1:
         print("\n== synthetic, over seeds ==")
         print(pd.DataFrame(summaries).describe().loc[["mean", "min", "max"]].round(3).to_string())

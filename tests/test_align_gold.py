@@ -218,3 +218,41 @@ def test_match_runs_moves_the_change_shift_until_the_runs_match(tmp_path):
     # closest reading is kept
     assert abs(aligner.speaker_runs(matched) - 6) < abs(before - 6) and aligner.tilt[0] > -6.0
     assert matched.confidence is not None and len(matched.confidence) == 8
+
+
+def _kinds(rows: pd.DataFrame) -> list[str]:
+    return np.where(rows["is_pause"], "pause", rows["person_type"]).tolist()
+
+
+def test_pause_rule_puts_the_user_after_a_pause_and_a_persona_line_before_it(tmp_path):
+    # pause-count 1, five labels: the pause (signature) is third; text-free and with the labels
+    # alike, the pause may sit between two persona lines; the rule puts the user's line after it
+    conv = dict(doc_id="donut_u7_2_5", persona="오늘 뭐 했어?\n\n산책 다녀왔어", user="그냥 쉬었어\n좋다", pauses=1, turns=2,
+                labels=["s", "s", "sig", "s", "s"])
+    corpus = read_public(_public(tmp_path, [conv]))
+    plain = align_public(corpus, turn_shape=0.0, pause_rule=0.0, **FAST)
+    ruled = align_public(corpus, pause_rule=8.0, **FAST)
+    kinds = _kinds(ruled.utterances.sort_values("position"))
+    assert (ruled.report["mode"] == "pauses counted").all()
+    k = kinds.index("pause")
+    assert kinds[k - 1] == "persona" and kinds[k + 1] == "user"
+    # a conversation that breaks the rule still aligns (the rule is a penalty)
+    conv2 = dict(doc_id="donut_u8_1_3", persona="\n안녕\n또 봐", user="", pauses=1, turns=1, labels=["sig", "s", "s"])
+    result = align_public(read_public(_public(tmp_path, [conv2], name="p2.csv")), pause_rule=8.0, **FAST)
+    assert (result.report["status"] == "aligned").all()
+    assert _kinds(plain.utterances.sort_values("position")) == ["persona", "user", "pause", "persona", "user"]
+    with pytest.raises(ValueError, match="pause_rule"):
+        AlignSettings(pause_rule=-1.0)
+
+
+def test_the_rounds_say_how_they_stopped_and_damping_is_validated(tmp_path):
+    conv = dict(doc_id="donut_u9_2_4", persona="오늘 뭐 했어?\n산책 다녀왔어", user="그냥 쉬었어\n좋다", turns=2,
+                labels=["q", "s", "s", "s"])
+    corpus = read_public(_public(tmp_path, [conv]))
+    capped = align_public(corpus, model_kind="majority", iterations=0)
+    assert capped.stopped == "cap" and len(capped.history) == 1
+    settled = align_public(corpus, model_kind="majority", iterations=6, damping=0.5)
+    assert settled.stopped == "converged" and len(settled.history) < 7
+    for bad in (1.0, -0.1, True):
+        with pytest.raises(ValueError, match="damping"):
+            AlignSettings(damping=bad)

@@ -536,3 +536,58 @@ def test_public_line_counts_reported_by_the_writer_match_the_file(public):
     assert (frame["persona_text_all"].str.count("\n").to_numpy() + 1 == quirks["persona_lines"].to_numpy()).all()
     assert (frame["user_text_all"].str.count("\n").to_numpy() + 1 == quirks["user_lines"].to_numpy()).all()
     assert (frame["total_sent"].to_numpy() == quirks["total_sent"].to_numpy()).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# the release's shape (issue 14)
+
+
+def _runs_and_ends(df: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for doc, g in df.groupby("doc_id", sort=False):
+        kinds = np.where(g["is_pause"], "pause", g["person_type"]).tolist()
+        speak = [k for k in kinds if k != "pause"]
+        pauses_ok = [
+            (kinds[i - 1] == "persona" or kinds[i - 1] == "pause") and (i + 1 == len(kinds) or kinds[i + 1] in ("user", "pause"))
+            for i, k in enumerate(kinds) if k == "pause"
+        ]
+        rows.append({"doc_id": doc, "runs": 1 + sum(a != b for a, b in zip(speak, speak[1:])),
+                     "user_opens": speak[0] == "user", "persona_closes": kinds[-1] != "user",
+                     "pauses_ok": all(pauses_ok), "pauses": len(pauses_ok)})
+    return pd.DataFrame(rows)
+
+
+def test_release_shape_opens_with_the_user_closes_with_the_persona_and_has_exact_turns():
+    syn = synthesize(40, seed=13, release_shape=True)
+    shape = _runs_and_ends(syn.utterances).merge(syn.conversations[["doc_id", "total_turn"]], on="doc_id")
+    assert shape["user_opens"].all() and shape["persona_closes"].all()
+    assert (shape["runs"] == 2 * shape["total_turn"]).all()
+    assert shape["pauses"].sum() > 40 and shape["pauses_ok"].all()  # a pause closes a persona run
+    free = _runs_and_ends(synthesize(40, seed=13).utterances)
+    assert 0.1 < 1 - free["user_opens"].mean() < 0.5  # the original simulation: ~30% opened by the persona
+    assert not free["pauses_ok"].all()
+
+
+def test_release_shape_answers_questions_with_shared_words():
+    """A reply shares a word with the message before it more often in the release's shape."""
+
+    def shared(df: pd.DataFrame) -> float:
+        hits = total = 0
+        for _, g in df[~df["is_pause"]].groupby("doc_id", sort=False):
+            who, text = g["person_type"].tolist(), g["text"].tolist()
+            for i in range(1, len(who)):
+                if who[i] != who[i - 1]:
+                    a = {w for w in re.findall(r"\w{2,}", text[i - 1])}
+                    b = {w for w in re.findall(r"\w{2,}", text[i])}
+                    total += 1
+                    hits += bool(a & b)
+        return hits / total
+
+    release = synthesize(30, seed=14, release_shape=True).utterances
+    free = synthesize(30, seed=14).utterances
+    assert shared(release) > shared(free) + 0.02
+
+
+def test_release_shape_must_be_a_boolean():
+    with pytest.raises(ValueError, match="release_shape"):
+        synthesize(2, release_shape="yes")

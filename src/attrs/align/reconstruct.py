@@ -98,6 +98,9 @@ class AlignResult:
         snapshots: with `keep_history`, the utterance table of every round.
         settings: the settings used.
         schema: the heads.
+        stopped: how the rounds stopped: `converged` (at most `min_change` of the labels changed
+            unit, or of their posterior mass moved, in the last round), `cap` (`iterations`
+            rounds done first) or `empty` (no conversation to align).
     """
 
     utterances: pd.DataFrame
@@ -108,6 +111,7 @@ class AlignResult:
     schema: Schema
     snapshots: list[pd.DataFrame] = field(default_factory=list)
     source: Any = None
+    stopped: str = ""
 
     def to_corpus(self) -> Corpus:
         """The reconstructed corpus as an utterance-level `Corpus` (format `generic`: final labels only)."""
@@ -189,7 +193,9 @@ def align_public(
         posteriors = [f.unit_posteriors() if f else {} for f in fits]
         moved = _moved(previous_post, posteriors)
         previous_post = posteriors
-        done = last or (it > 0 and min(changed, moved) <= s.min_change) or not convs
+        converged = it > 0 and min(changed, moved) <= s.min_change
+        done = last or converged or not convs
+        stopped = "empty" if not convs else "converged" if converged else "cap"
         if done:  # the best readings of the final scores
             fits = [aligner.decode(ci, f, logp, priors) for ci, f in enumerate(fits)]
             if s.exact_turns:
@@ -203,7 +209,11 @@ def align_public(
             if scorer is None:
                 scorer = aligner.make_scorer() if fixed_model is None else FixedScorer(schema, fixed_model, aligner.unit_table())
             scorer.fit(rows, targets)
-            logp = scorer.log_proba()
+            fresh = scorer.log_proba()
+            if it > 0 and s.damping > 0:  # mix with the last round's classifier: the rounds settle
+                logp = {h: np.logaddexp(np.log1p(-s.damping) + fresh[h], np.log(s.damping) + logp[h]) for h in fresh}
+            else:
+                logp = fresh
             priors = priors.update(schema, counts["pause"], counts["trans"], counts["start"], counts["switches"],
                                    counts["turns"], aligner.priors0)
             aligner.boundary.fit(counts["continuations"])
@@ -223,7 +233,7 @@ def align_public(
         Problem(c.doc_id, unfit_reason(c), "persona_text_all/user_text_all") for c in unfit
     ] + [Problem(c.doc_id, "no reading of the lines scores above zero probability", "labels")
          for c, f in zip(convs, fits) if f is None]
-    return AlignResult(utterances, report, problems, pd.DataFrame(history), s, schema, snapshots, corpus.source)
+    return AlignResult(utterances, report, problems, pd.DataFrame(history), s, schema, snapshots, corpus.source, stopped)
 
 
 def _label_model(model: Any, schema: Schema):
@@ -352,7 +362,7 @@ def write_report(result: AlignResult, path: "str | Path") -> Path:
     return p
 
 
-ALIGN_VERSION = 2
+ALIGN_VERSION = 3
 """Bumped when the aligner's output changes, so cached alignments are redone."""
 
 

@@ -200,6 +200,10 @@ class Aligner:
             q = np.clip(q, 1e-9, 1 - 1e-9)
             q = 1 / (1 + np.exp(-(np.log(q) - np.log1p(-q) + self.tilt[ci])))
         log_trans, log_start = priors.log_transitions(q, pauses)
+        if pauses and self.settings.pause_rule > 0:  # a pause closes a persona run, the user follows it
+            log_trans = log_trans.copy()
+            log_trans[:, lattice.USER, lattice.PAUSE] -= self.settings.pause_rule
+            log_trans[:, lattice.PAUSE, lattice.PERSONA] -= self.settings.pause_rule
         runs = {}
         if self.run is not None and self.run.fitted:
             scores = self.run.log_scores()

@@ -163,6 +163,7 @@ def synthesize(
     min_turns: int = 15,
     max_turns: int = 80,
     method: str = "opela",
+    release_shape: bool = False,
 ) -> SynthResult:
     """Simulates a corpus of `n_dialogues` conversations.
 
@@ -174,6 +175,14 @@ def synthesize(
         min_turns, max_turns: bounds of the number of turns (default 15-80; the number is drawn
             log-normally around 30).
         method: the resolution method for the final labels (see `psyattrs.labels.aggregate`).
+        release_shape: shape the conversations as the real release's (every conversation read by
+            hand, `../shared/data/opela_gold_order`): the user opens and the persona closes, so
+            that there are exactly 2 x `total_turn` speaker runs; a pause closes a persona run and
+            the user's next message follows it; a question is answered (97%, else 88%) and a
+            reply more often picks up the partner's thing (shared words). For the public-format
+            corpora order reconstruction is measured on (`write_public`); False keeps the
+            original simulation (30% of conversations opened by the persona, pauses before
+            persona messages).
 
     Returns:
         SynthResult with the utterance and conversation tables.
@@ -189,7 +198,9 @@ def synthesize(
         raise ValueError(f"unknown method {method!r}; allowed: {list(METHODS)}")
     base = sim.BASE_RATES
     rates = sim.Rates(base.strange * rare_boost, base.uneasy * rare_boost, base.failure * rare_boost)
-    cols, docs = _simulate(n_dialogues, seed, rates, min_turns, max_turns)
+    if not isinstance(release_shape, (bool, np.bool_)):
+        raise ValueError(f"release_shape must be true or false, got {release_shape!r}")
+    cols, docs = _simulate(n_dialogues, seed, rates, min_turns, max_turns, bool(release_shape))
     table = _utterance_table(cols, docs)
     labelers = _simulate_labelers(table, np.random.default_rng([seed, 7]))
     table = resolve_final_labels(pd.concat([table, labelers], axis=1), OPELA, method=method, seed=seed)
@@ -207,7 +218,9 @@ def synthesize(
     return SynthResult(table, conversations, personas, seed, float(rare_boost), method)
 
 
-def _simulate(n_dialogues: int, seed: int, rates: sim.Rates, min_turns: int, max_turns: int) -> tuple[list[list], list[dict]]:
+def _simulate(
+    n_dialogues: int, seed: int, rates: sim.Rates, min_turns: int, max_turns: int, release_shape: bool = False
+) -> tuple[list[list], list[dict]]:
     """Runs the dialogues: (one list per record field over all sentences, one dict per dialogue).
 
     Dialogue i has its own random stream, seeded by (seed, i). A user talks with a persona at most
@@ -230,7 +243,7 @@ def _simulate(n_dialogues: int, seed: int, rates: sim.Rates, min_turns: int, max
         if u not in users:
             users[u] = people.make_user(seed, u)
         n_turns = sim.draw_turns(rng, min_turns, max_turns)
-        writer = sim.DialogueWriter(rng, persona, users[u], rates)
+        writer = sim.DialogueWriter(rng, persona, users[u], rates, release_shape)
         rows, hours = writer.write(n_turns, sim.draw_pause_count(rng))
         for c, values in zip(cols, zip(*rows)):
             c.extend(values)

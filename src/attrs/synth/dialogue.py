@@ -129,8 +129,9 @@ class DialogueWriter:
         rates: the rare-event probabilities.
     """
 
-    def __init__(self, rng: random.Random, persona: PersonaSpec, user: UserSpec, rates: Rates):
+    def __init__(self, rng: random.Random, persona: PersonaSpec, user: UserSpec, rates: Rates, release_shape: bool = False):
         self.rng = rng
+        self.release_shape = release_shape
         self.rnd = rng.random
         self.rates = rates
         self.speakers = (
@@ -147,11 +148,17 @@ class DialogueWriter:
     def write(self, n_turns: int, n_pauses: int) -> tuple[list[tuple], list[int]]:
         """Returns (sentence records, pause hours in order)."""
         rng = self.rng
-        starter = USER_SPEAKER if self.rnd() < 0.7 else PERSONA_SPEAKER
         n_messages = 2 * n_turns
-        # a pause may precede any persona message but the very first message
-        persona_slots = [m for m in range(1, n_messages) if (starter + m) % 2 == PERSONA_SPEAKER]
-        pause_at = set(rng.sample(persona_slots, min(n_pauses, len(persona_slots))))
+        if self.release_shape:
+            # as every conversation read by hand: the user opens, the persona closes, and a pause
+            # closes a persona run (the user's next message follows it)
+            starter = USER_SPEAKER
+            slots = [m for m in range(2, n_messages) if m % 2 == 0]
+        else:
+            starter = USER_SPEAKER if self.rnd() < 0.7 else PERSONA_SPEAKER
+            # a pause may precede any persona message but the very first message
+            slots = [m for m in range(1, n_messages) if (starter + m) % 2 == PERSONA_SPEAKER]
+        pause_at = set(rng.sample(slots, min(n_pauses, len(slots))))
         hours: list[int] = []
         minute = 0
         last: list[_MessageInfo | None] = [None, None]  # last message of each speaker
@@ -184,8 +191,10 @@ class DialogueWriter:
         if greet:
             plan.append(lex.RETURN if returning else lex.GREET)
         if partner is not None:
-            if partner.asked and rnd() < 0.88:  # the question closed the partner's message
+            if partner.asked and rnd() < (0.97 if self.release_shape else 0.88):  # the question closed the partner's message
                 plan.append(lex.ANSWER)
+            elif self.release_shape and partner.thing and rnd() < 0.5:
+                plan.append(lex.ONTOPIC)  # a reply that picks up what the partner talked about
             if partner.max_self >= 1 and rnd() < 0.5:
                 plan.append(-1)  # reaction, level decided by context
             elif not partner.asked and rnd() < 0.12:
