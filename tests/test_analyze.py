@@ -29,9 +29,11 @@ def synth():
 
 
 def _write(tmp_path, fmt: str):
-    """The `synth` corpus written by `psyattrs data synth` in the annotated or the public layout."""
+    """The `synth` corpus written by `psyattrs data synth` in the annotated or the public layout
+    (free shape, as `synthesize` draws it by default)."""
     path = tmp_path / f"{fmt}.csv"
-    assert main(["data", "synth", "--out", str(path), "--dialogues", "160", "--seed", "11", "--format", fmt]) == 0
+    assert main(["data", "synth", "--out", str(path), "--dialogues", "160", "--seed", "11", "--format", fmt,
+                 "--shape", "free"]) == 0
     return path
 
 

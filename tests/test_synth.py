@@ -591,3 +591,19 @@ def test_release_shape_answers_questions_with_shared_words():
 def test_release_shape_must_be_a_boolean():
     with pytest.raises(ValueError, match="release_shape"):
         synthesize(2, release_shape="yes")
+
+
+@pytest.mark.parametrize(("args", "release"), [([], True), (["--shape", "free"], False), (["--shape", "release"], True)])
+def test_cli_public_format_is_release_shaped_unless_told(tmp_path, capsys, args, release):
+    from psyattrs.synth import write_public
+
+    out = tmp_path / "pub.csv"
+    assert main(["data", "synth", "--out", str(out), "--dialogues", "6", "--seed", "3", "--format", "public", *args]) == 0
+    assert ("release shape" if release else "free shape") in capsys.readouterr().out
+    syn = synthesize(6, seed=3, release_shape=release)
+    write_public(syn.utterances, syn.conversations, tmp_path / "expected.csv", seed=3,
+                 truth_path=tmp_path / "expected.order.csv")
+    assert out.read_bytes() == (tmp_path / "expected.csv").read_bytes()
+    other = synthesize(6, seed=3, release_shape=not release)
+    write_public(other.utterances, other.conversations, tmp_path / "other.csv", seed=3, truth_path=tmp_path / "o.csv")
+    assert out.read_bytes() != (tmp_path / "other.csv").read_bytes()

@@ -5,7 +5,11 @@ three simulated labelers, final labels from the OPELA resolution, true values in
 `--format annotated` (default) writes one row per sentence (FORMATS §2); `--format public` writes
 one row per conversation in the public-release layout (FORMATS §3) with its quirks, plus the true
 order of the labelled sentences beside it (`PATH` with `.order.csv` in place of its extension).
-The same arguments always write the same bytes.
+`--shape release` (the default with `--format public`) shapes every conversation as the real
+release's are: the user opens, the persona closes, exactly 2 x total_turn speaker runs, pauses
+close a persona message, replies answer the message before them; `--shape free` (the default with
+`--format annotated`) lets either speaker open and close. The same arguments always write the same
+bytes.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import time
 from pathlib import Path
 
 FORMATS: tuple[str, ...] = ("annotated", "public")
+SHAPES: tuple[str, ...] = ("free", "release")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,6 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--dialogues", metavar="N", type=int, default=300, help="number of conversations (default: 300)")
     parser.add_argument("--seed", metavar="S", type=int, default=0, help="random seed, >= 0 (default: 0)")
     parser.add_argument("--format", choices=FORMATS, default="annotated", help="output layout (default: annotated)")
+    parser.add_argument("--shape", choices=SHAPES, default=None,
+                        help="conversation shape: release (user opens, persona closes, 2 x total_turn runs) or free "
+                             "(default: release with --format public, free with --format annotated)")
     parser.add_argument(
         "--rare-boost",
         metavar="X",
@@ -52,7 +60,8 @@ def handler(args: argparse.Namespace) -> int:
     if args.out.exists() and args.out.is_dir():
         raise ValueError(f"output path {str(args.out)!r} is a folder; give a file name ending in .csv")
     start = time.perf_counter()
-    result = synthesize(args.dialogues, seed=args.seed, rare_boost=args.rare_boost)
+    shape = args.shape or ("release" if args.format == "public" else "free")
+    result = synthesize(args.dialogues, seed=args.seed, rare_boost=args.rare_boost, release_shape=shape == "release")
     table = result.utterances
     n_docs, n_sent, n_pause = table["doc_id"].nunique(), len(table), int(table["is_pause"].sum())
     if args.format == "annotated":
@@ -66,7 +75,7 @@ def handler(args: argparse.Namespace) -> int:
         truth = write_public(table, result.conversations, args.out, seed=args.seed, truth_path=truth_path)
         quirks = truth.conversations
         print(
-            f"wrote {n_docs} dialogues, {n_sent} sentences ({n_pause} pauses), public format, seed {args.seed}, "
+            f"wrote {n_docs} dialogues, {n_sent} sentences ({n_pause} pauses), public format, {shape} shape, seed {args.seed}, "
             f"to {args.out} in {time.perf_counter() - start:.1f} s; "
             f"{int((quirks['extra_lines'] > 0).sum())} with multi-line messages, "
             f"{int((~quirks['pauses_counted']).sum())} with uncounted pauses; true order in {truth_path}"
