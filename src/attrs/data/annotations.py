@@ -69,15 +69,9 @@ def vote_slots(utterances: pd.DataFrame, annotations: pd.DataFrame, schema: Sche
     for head in schema:
         for col in labeler_columns(out.columns, head.name):
             del out[col]
-        part = annotations[annotations["head"] == head.name]
+        part, rows, slot = _slots_of(annotations, head.name, row_of)
         if part.empty:
             continue
-        rows = row_of.reindex(part["sent_id"].to_numpy()).to_numpy()
-        if np.isnan(rows.astype(float)).any():
-            missing = part["sent_id"].to_numpy()[np.isnan(rows.astype(float))][:3].tolist()
-            raise ValueError(f"annotations name utterances that the table does not have: {missing}")
-        rows = rows.astype(np.int64)
-        slot = pd.Series(rows).groupby(rows).cumcount().to_numpy()
         labels = part["label"].to_numpy(dtype=np.int64)
         for k in range(int(slot.max()) + 1):
             values = np.zeros(len(out), dtype=np.int64)
@@ -167,6 +161,24 @@ def annotator_column(k: int, head: str) -> str:
     return f"annotator{k}_{head}"
 
 
+
+def _slots_of(annotations: pd.DataFrame, head: str, row_of: pd.Series) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """One head's ratings, the table row of each and its vote slot (the k-th rating of its
+    utterance, in `annotations` order, 0-based).
+
+    Raises:
+        ValueError: a rating names an utterance that the table does not have.
+    """
+    part = annotations[annotations["head"] == head]
+    if part.empty:
+        return part, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    rows = row_of.reindex(part["sent_id"].to_numpy()).to_numpy()
+    if np.isnan(rows.astype(float)).any():
+        missing = part["sent_id"].to_numpy()[np.isnan(rows.astype(float))][:3].tolist()
+        raise ValueError(f"annotations name utterances that the table does not have: {missing}")
+    rows = rows.astype(np.int64)
+    return part, rows, pd.Series(rows).groupby(rows).cumcount().to_numpy()
+
 def annotator_slots(utterances: pd.DataFrame, annotations: pd.DataFrame, schema: Schema) -> pd.DataFrame:
     """Adds, beside the vote slots, who gave each: `annotator{k}_{head}` (str, "" for an empty slot).
 
@@ -181,15 +193,9 @@ def annotator_slots(utterances: pd.DataFrame, annotations: pd.DataFrame, schema:
         for col in [c for c in out.columns if str(c).startswith("annotator") and str(c).endswith(f"_{head.name}")
                     and str(c)[len("annotator"):-len(head.name) - 1].isdigit()]:
             del out[col]
-        part = annotations[annotations["head"] == head.name]
+        part, rows, slot = _slots_of(annotations, head.name, row_of)
         if part.empty:
             continue
-        rows = row_of.reindex(part["sent_id"].to_numpy()).to_numpy()
-        if np.isnan(rows.astype(float)).any():
-            missing = part["sent_id"].to_numpy()[np.isnan(rows.astype(float))][:3].tolist()
-            raise ValueError(f"annotations name utterances that the table does not have: {missing}")
-        rows = rows.astype(np.int64)
-        slot = pd.Series(rows).groupby(rows).cumcount().to_numpy()
         who = part["annotator"].astype(str).to_numpy(dtype=object)
         for k in range(int(slot.max()) + 1):
             values = np.full(len(out), "", dtype=object)

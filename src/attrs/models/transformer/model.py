@@ -221,12 +221,7 @@ class TransformerModel(MultiHeadModel):
             for j, k in enumerate(self.labelers_):
                 col = f"{_LABELER_COLUMN_PREFIX}{k}_{head.name}"
                 if col in table.columns:
-                    values = pd.to_numeric(table[col], errors="coerce").to_numpy(dtype=float)
-                    bad = ~np.isnan(values) & ~np.isin(values, head.values)
-                    if bad.any():
-                        raise ValueError(f"column {col!r}: rows {np.flatnonzero(bad)[:5].tolist()} hold classes "
-                                         f"outside {list(head.values)}")
-                    matrix[:, j] = values
+                    matrix[:, j] = _checked_labels(table, col, head)
             out[head.name] = matrix
         return out
 
@@ -241,12 +236,7 @@ class TransformerModel(MultiHeadModel):
         for j, k in enumerate(slots):
             col = f"{_LABELER_COLUMN_PREFIX}{k}_{head.name}"
             if col in table.columns:
-                values = pd.to_numeric(table[col], errors="coerce").to_numpy(dtype=float)
-                bad = ~np.isnan(values) & ~np.isin(values, head.values)
-                if bad.any():
-                    raise ValueError(f"column {col!r}: rows {np.flatnonzero(bad)[:5].tolist()} hold classes "
-                                     f"outside {list(head.values)}")
-                labels[:, j] = values
+                labels[:, j] = _checked_labels(table, col, head)
             if named:
                 ids[:, j] = table[f"annotator{k}_{head.name}"].fillna("").astype(str).to_numpy(dtype=object)
             else:
@@ -549,3 +539,13 @@ class TransformerModel(MultiHeadModel):
                                          dropout=self.params["dropout"])
         self._network.heads.load_state_dict(load_file(str(head_file)))
         self._network.eval()
+
+
+def _checked_labels(table: pd.DataFrame, col: str, head) -> np.ndarray:
+    """A labeler column as float classes (NaN = none); a class outside the head's is an error."""
+    values = pd.to_numeric(table[col], errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isnan(values) & ~np.isin(values, head.values)
+    if bad.any():
+        raise ValueError(f"column {col!r}: rows {np.flatnonzero(bad)[:5].tolist()} hold classes "
+                         f"outside {list(head.values)}")
+    return values
