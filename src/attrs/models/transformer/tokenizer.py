@@ -35,7 +35,9 @@ def train_tokenizer(texts: Iterable[str], *, vocab_size: int = 4000, min_frequen
 
     Args:
         texts: the training sentences (context sentences included: they are all training text).
-        vocab_size: the largest vocabulary (special tokens and the alphabet included), >= 100.
+        vocab_size: the largest vocabulary (special tokens and the alphabet included), >= 100;
+            the vocabulary always holds the special tokens, every training character and the `##`
+            form of every character seen inside a word, so it is larger when these are more.
         min_frequency: a merge needs this many occurrences.
 
     Returns:
