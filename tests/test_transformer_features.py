@@ -32,12 +32,9 @@ from psyattrs.features.context import prepare_table
 from psyattrs.schema import OPELA
 from psyattrs.synth import synthesize
 
+from _transformer_tiny import SHRINK, TINY
+
 REPO = Path(__file__).resolve().parents[1]
-TINY = dict(hidden_size=32, layers=1, attention_heads=2, intermediate_size=64, vocab_size=300, max_length=48,
-            epochs=1, batch_size=32, learning_rate=2e-3, log_every=1)
-SHRINK = ["data.synthetic.dialogues=6", "data.synthetic.rare_boost=5", "model.params.epochs=1",
-          "model.params.hidden_size=32", "model.params.layers=1", "model.params.intermediate_size=64",
-          "model.params.vocab_size=300", "model.params.max_length=48"]
 TINY_CONFIG = REPO / "experiments" / "transformer_tiny.yaml"
 
 
