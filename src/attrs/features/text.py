@@ -291,27 +291,11 @@ def char_wb_transform(vectorizer: TfidfVectorizer, texts: Sequence[str]) -> sp.c
     if (vectorizer.analyzer != "char_wb" or vectorizer.preprocessor is not None or vectorizer.binary
             or vectorizer.strip_accents is not None or not isinstance(texts, (list, tuple))):
         return vectorizer.transform(texts)
-    word_ids: dict[str, int] = {}
-    indices: list[int] = []
-    indptr = [0]
-    for text in texts:
-        for word in text.split():
-            j = word_ids.get(word)
-            if j is None:
-                j = word_ids[word] = len(word_ids)
-            indices.append(j)
-        indptr.append(len(indices))
-    if not word_ids:
+    words, sentences = _distinct_words(texts)
+    if not words:
         return vectorizer.transform(texts)
-    per_word = CountVectorizer.transform(vectorizer, list(word_ids))  # counts, no weighting
-    incidence = sp.csr_matrix(
-        (np.ones(len(indices), dtype=np.float32), np.asarray(indices, dtype=np.int64), np.asarray(indptr, dtype=np.int64)),
-        shape=(len(texts), len(word_ids)),
-    )
-    counts = sp.csr_matrix(incidence @ per_word, dtype=vectorizer.dtype)
-    counts.sum_duplicates()
-    counts.sort_indices()
-    return vectorizer._tfidf.transform(counts, copy=False)
+    per_word = CountVectorizer.transform(vectorizer, words)  # counts, no weighting
+    return _weighted(vectorizer, _incidence(sentences, len(words)) @ per_word)
 
 
 def word_ngram_transform(vectorizer: TfidfVectorizer, texts: Sequence[str], language: str) -> sp.csr_matrix:
@@ -329,25 +313,13 @@ def word_ngram_transform(vectorizer: TfidfVectorizer, texts: Sequence[str], lang
     lo, hi = getattr(analyzer, "ngram_range", (0, 0))
     if not isinstance(analyzer, TokenNgrams) or not (1 <= lo <= hi <= 2) or vectorizer.binary:
         return vectorizer.transform(tokenize(texts, language, unit="word"))
-    word_ids: dict[str, int] = {}
-    sentences: list[list[int]] = []
-    for text in texts:
-        ids = []
-        for word in text.split():
-            j = word_ids.get(word)
-            if j is None:
-                j = word_ids[word] = len(word_ids)
-            ids.append(j)
-        sentences.append(ids)
-    words = list(word_ids)
+    words, sentences = _distinct_words(texts)
     tokens = _cached(words, f"{language}:word") if words else []
     vocabulary = vectorizer.vocabulary_
     first = [t[0] if t else None for t in tokens]
     last = [t[-1] if t else None for t in tokens]
-    indptr, indices, extra_ptr, extra = [0], [], [0], []
+    extra_ptr, extra = [0], []
     for ids in sentences:
-        indices.extend(ids)
-        indptr.append(len(indices))
         if hi == 2:
             previous = None
             for j in ids:
@@ -365,17 +337,40 @@ def word_ngram_transform(vectorizer: TfidfVectorizer, texts: Sequence[str], lang
         shape=(len(texts), n_features),
     )
     if words:
-        per_word = CountVectorizer.transform(vectorizer, tokens)
-        incidence = sp.csr_matrix(
-            (np.ones(len(indices), dtype=np.float32), np.asarray(indices, dtype=np.int64),
-             np.asarray(indptr, dtype=np.int64)),
-            shape=(len(texts), len(words)),
-        )
-        counts = counts + incidence @ per_word
+        counts = counts + _incidence(sentences, len(words)) @ CountVectorizer.transform(vectorizer, tokens)
+    return _weighted(vectorizer, counts, drop_zeros=True)
+
+
+def _distinct_words(texts: Sequence[str]) -> tuple[list[str], list[list[int]]]:
+    """The distinct whitespace-separated words of texts (first appearance first) and, per text,
+    the index of each of its words in that list."""
+    word_ids: dict[str, int] = {}
+    sentences: list[list[int]] = []
+    for text in texts:
+        ids = []
+        for word in text.split():
+            j = word_ids.get(word)
+            if j is None:
+                j = word_ids[word] = len(word_ids)
+            ids.append(j)
+        sentences.append(ids)
+    return list(word_ids), sentences
+
+
+def _incidence(sentences: list[list[int]], n_words: int) -> sp.csr_matrix:
+    """(texts x distinct words) matrix with a 1 per occurrence of the word in the text."""
+    indptr = np.cumsum([0] + [len(ids) for ids in sentences], dtype=np.int64)
+    indices = np.fromiter((j for ids in sentences for j in ids), dtype=np.int64, count=int(indptr[-1]))
+    return sp.csr_matrix((np.ones(len(indices), dtype=np.float32), indices, indptr), shape=(len(sentences), n_words))
+
+
+def _weighted(vectorizer: TfidfVectorizer, counts, *, drop_zeros: bool = False) -> sp.csr_matrix:
+    """Raw n-gram counts weighted (tf, idf, L2) by the fitted vectorizer's own transformer."""
     counts = sp.csr_matrix(counts, dtype=vectorizer.dtype)
     counts.sum_duplicates()
     counts.sort_indices()
-    counts.eliminate_zeros()
+    if drop_zeros:
+        counts.eliminate_zeros()
     return vectorizer._tfidf.transform(counts, copy=False)
 
 
