@@ -21,6 +21,7 @@ from psyattrs.labels.aggregate import DawidSkene
 from psyattrs.labels.resolve import resolve_final_labels
 from psyattrs.labels.soft import mixed_targets
 from psyattrs.models.base import build_model
+from psyattrs.models.annotators import row_annotators
 from psyattrs.schema import Head, Schema
 from psyattrs.features.text import TextFeaturizer, tokenizer_description, word_tokenizer
 
@@ -211,6 +212,11 @@ def test_long_layout_from_csv_or_parquet(tmp_path, suffix):
     assert corpus.utterances["sent_id"].tolist() == ["t1", "t2", "t3", "t4"]
     assert corpus.utterances["text"].tolist() == ["good day", "awful people", "nice work", "stupid idea"]
     assert corpus.annotations["annotator"].nunique() == 4
+    # the utterance table names who gave each vote slot, paired with the slot's rating
+    first = corpus.annotations.drop_duplicates("sent_id").set_index("sent_id")
+    u = corpus.utterances.set_index("sent_id")
+    assert u["annotator1_label"].tolist() == first.loc[u.index, "annotator"].astype(str).tolist()
+    assert u["labeler1_label"].tolist() == first.loc[u.index, "label"].tolist()
     # aggregators see the annotator ids
     resolved = resolve_final_labels(corpus.utterances, schema, method="dawid-skene", annotations=corpus.annotations)
     expected = DawidSkene().fit_predict(crowdkit_table(corpus.annotations, "label"), 2)
@@ -424,7 +430,9 @@ def test_a_severity_head_gets_the_majority_of_its_ratings_as_final_label(tmp_pat
     # the context turns carry no final label; the rated turn names its annotators in slot order
     u = corpus.utterances
     assert u[u["doc_id"] == "clear"]["labeler_abuse"].isna().tolist() == [True, True, True, False]
-    assert u.set_index("sent_id").loc["clear", "annotators"] == "Ann0,Ann1,Ann2"
+    clear = u.set_index("sent_id").loc["clear"]
+    assert [clear[f"annotator{k}_abuse"] for k in (1, 2, 3)] == ["Ann0", "Ann1", "Ann2"]
+    assert (u.set_index("sent_id").loc["clear:agent", ["annotator1_abuse", "annotator2_abuse"]] == "").all()
     # the random tie-break depends on the item alone, not on the file's order
     again = load_corpus(write_json(dict(reversed(list(items.items()))), tmp_path / "Sev2_train.json"))
     assert again.utterances.set_index("sent_id")["labeler_abuse"].dropna().to_dict() == rated.dropna().to_dict()
@@ -470,6 +478,10 @@ def annotator_items(*, n_copies, seed, start=0, split="train", pool=None):
     return items
 
 
+def _without_annotators(table):
+    return table.drop(columns=[c for c in table.columns if c.startswith("annotator")])
+
+
 def test_tfidf_annotators_learns_who_is_strict_and_averages_over_the_items_own_annotators(tmp_path):
     train = load_corpus(write_json(annotator_items(n_copies=12, seed=1), tmp_path / "A_train.json"))
     test = load_corpus(write_json(annotator_items(n_copies=3, seed=2, start=1000, split="test"),
@@ -483,7 +495,7 @@ def test_tfidf_annotators_learns_who_is_strict_and_averages_over_the_items_own_a
     p_plain = plain.predict_proba(u)["offensiveness"]
     p_aware = aware.predict_proba(u)["offensiveness"]
     border = u["text"].str.rsplit(" ", n=1).str[0].isin(BORDER).to_numpy()
-    strict_share = np.array([sum(a.startswith("S") for a in s.split(",")) / 5 for s in u["annotators"]])
+    strict_share = np.array([sum(a.startswith("S") for a in who) / 5 for who in row_annotators(u, "offensiveness")])
     # the borderline items' label is the share of strict raters: only the aware model sees it
     from scipy.stats import spearmanr
 
@@ -498,7 +510,8 @@ def test_tfidf_annotators_learns_who_is_strict_and_averages_over_the_items_own_a
     one = u.iloc[[int(np.flatnonzero(border)[0])]].copy()
     p = {}
     for who in ("S0", "L0", "S0,L0"):
-        one["annotators"] = who
+        for k in range(1, 6):
+            one[f"annotator{k}_offensiveness"] = (who.split(",") + [""] * 5)[k - 1]
         p[who] = aware.predict_proba(one)["offensiveness"][0, 1]
     assert p["L0"] < p["S0,L0"] < p["S0"] and p["S0,L0"] == pytest.approx((p["S0"] + p["L0"]) / 2)
     assert p["S0"] > 0.7 and p["L0"] < 0.3
@@ -513,13 +526,13 @@ def test_tfidf_annotators_falls_back_to_the_text_for_unseen_annotators_and_round
     aware.fit(train.utterances, mixed_targets(train.utterances, train.schema, lam=0.0))
     u = unseen.utterances
     with_ids = aware.predict_proba(u)["offensiveness"]
-    without = aware.predict_proba(u.drop(columns="annotators"))["offensiveness"]
+    without = aware.predict_proba(_without_annotators(u))["offensiveness"]
     np.testing.assert_allclose(with_ids, without, atol=1e-12)
     # a table whose annotators the model knows predicts differently from the text alone
     t = train.utterances
-    assert np.abs(aware.predict_proba(t)["offensiveness"] - aware.predict_proba(t.drop(columns="annotators"))["offensiveness"]).max() > 0.1
+    assert np.abs(aware.predict_proba(t)["offensiveness"] - aware.predict_proba(_without_annotators(t))["offensiveness"]).max() > 0.1
     # annotators with fewer than min_ratings ratings get no bias of their own
-    ratings = t["annotators"].str.split(",").explode().value_counts()
+    ratings = pd.Series([a for who in row_annotators(t, "offensiveness") for a in who]).value_counts()
     assert set(aware.heads_["offensiveness"].annotators_) == set(ratings[ratings >= 2].index)
     # saved and loaded, it predicts the same
     folder = tmp_path / "model"

@@ -223,11 +223,8 @@ def test_annotator_embeddings_train_on_a_large_crowd_and_predict_per_annotator(c
     no = per[[f"{head}@Ann{k}" for k in range(3, 6)]].to_numpy().mean()
     assert yes - no > 0.3, (yes, no)
     # the item's prediction is the mean over its own annotators' distributions
-    from psyattrs.data.annotations import annotator_slots
-
-    corpus = load_corpus(path)
-    named = annotator_slots(corpus.utterances, corpus.annotations, corpus.schema)
-    named = named[named["split"] == "test"].reset_index(drop=True)
+    named = test  # the reader names who gave each vote slot (annotator{k}_{head})
+    assert {f"annotator{k}_{head}" for k in range(1, 6)} <= set(named.columns)
     proba = model._predict_raw(named)[head]
     row = 0
     who = [named.loc[row, f"annotator{k}_{head}"] for k in range(1, 6)]
@@ -243,7 +240,10 @@ def test_annotator_embeddings_train_on_a_large_crowd_and_predict_per_annotator(c
     again = load_model(tmp_path / "m")
     assert again.annotators_ == model.annotators_
     assert np.allclose(again._predict_raw(named)[head], proba)
-    assert np.allclose(Predictor(tmp_path / "m").predict(test)[f"{head}_proba_1"], absent[:, 1])
+    # Predictor on the read file uses the items' annotators, as the run's own scoring does
+    assert np.allclose(Predictor(tmp_path / "m").predict(test)[f"{head}_proba_1"], proba[:, 1], atol=1e-5)
+    bare = test.drop(columns=[c for c in test.columns if c.startswith("annotator")])
+    assert np.allclose(Predictor(tmp_path / "m").predict(bare)[f"{head}_proba_1"], absent[:, 1], atol=1e-5)
     with pytest.raises(ValueError, match="annotator embeddings for 60 annotators"):
         model.predict_labelers(test)
     with pytest.raises(ValueError, match=r"annotator\(s\) \['Ann999'\] are not among the 60"):
@@ -252,7 +252,6 @@ def test_annotator_embeddings_train_on_a_large_crowd_and_predict_per_annotator(c
 
 def test_per_labeler_heads_stay_for_a_few_labelers_and_crowds_choose_embeddings(corpus, tmp_path):
     from psyattrs.data import load_corpus
-    from psyattrs.data.annotations import annotator_slots
 
     train_part, valid_part = corpus
     few = build_model("transformer", OPELA, **TINY, labeler_heads=True).fit(train_part, _targets(train_part))
@@ -266,7 +265,7 @@ def test_per_labeler_heads_stay_for_a_few_labelers_and_crowds_choose_embeddings(
     auto = build_model("transformer", OPELA, **TINY, labeler_heads=True).fit(many, _targets(many))
     assert auto.labeler_mode_ == "embeddings" and auto.annotators_[:3] == ["labeler1", "labeler10", "labeler11"]
     corpus_ = load_corpus(_crowd_file(tmp_path / "crowd.json"))
-    named = annotator_slots(corpus_.utterances, corpus_.annotations, corpus_.schema)
+    named = corpus_.utterances
     targets = mixed_targets(named, corpus_.schema, lam=0.5)
     with pytest.raises(ValueError, match="vote slots of a crowd"):
         build_model("transformer", corpus_.schema, **TINY, labeler_heads=True, labeler_mode="heads").fit(named, targets)

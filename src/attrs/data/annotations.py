@@ -14,7 +14,8 @@ those the reader keeps the ratings here, in `Corpus.annotations`:
 
 and the utterance table carries the same ratings as *vote slots*: `labeler{k}_{head}` is the k-th
 rating the utterance received (k = 1..the most ratings any utterance has; 5 for MD-Agreement),
-not a fixed person. Everything that is per item (soft targets, majority, the ceiling, Krippendorff's
+not a fixed person, and `annotator{k}_{head}` names who gave it (the one place the utterance
+table keeps annotator identity, for models that use it). Everything that is per item (soft targets, majority, the ceiling, Krippendorff's
 alpha, Fleiss' kappa) reads the slots; everything that follows a person across items
 (Dawid-Skene, the OPELA rule's per-labeler estimates, each annotator's agreement, models with
 per-annotator heads) reads this table (`crowdkit_table`, `annotator_labels`).
@@ -51,36 +52,73 @@ def empty_annotations() -> pd.DataFrame:
 
 
 def vote_slots(utterances: pd.DataFrame, annotations: pd.DataFrame, schema: Schema) -> pd.DataFrame:
-    """Adds the `labeler{k}_{head}` vote-slot columns of `annotations` to an utterance table.
+    """Adds the vote slots of `annotations` to an utterance table: what each rating was
+    (`labeler{k}_{head}`) and who gave it (`annotator{k}_{head}`).
 
     Args:
-        utterances: utterance table with `sent_id`; existing `labeler{k}_{head}` columns of the
-            schema's heads are replaced.
+        utterances: utterance table with `sent_id`; existing `labeler{k}_{head}` and
+            `annotator{k}_{head}` columns of the schema's heads are replaced.
         annotations: long table (`ANNOTATION_COLUMNS`) whose `sent_id`s are in `utterances`.
         schema: the heads.
 
     Returns:
         A copy of `utterances` with, per head, columns `labeler1_{head}` .. `labeler{m}_{head}`
         (Int64; m = the most ratings one utterance has for that head): the utterance's ratings in
-        the order of `annotations`, <NA> where it has fewer.
+        the order of `annotations`, <NA> where it has fewer; and `annotator1_{head}` ..
+        `annotator{m}_{head}` (str, "" for an empty slot): who gave that rating. These columns
+        are the one place the utterance table keeps annotator identity: they travel with it
+        through splits, training, scoring and prediction, and per-annotator models
+        (`tfidf_annotators`, the transformer's annotator embeddings) read them
+        (`slot_annotators`).
     """
     out = utterances.copy()
     row_of = pd.Series(np.arange(len(out)), index=out["sent_id"].astype(str).to_numpy())
     for head in schema:
-        for col in labeler_columns(out.columns, head.name):
+        for col in labeler_columns(out.columns, head.name) + [annotator_column(k, head.name)
+                                                              for k in annotator_slot_numbers(out.columns, head.name)]:
             del out[col]
         part, rows, slot = _slots_of(annotations, head.name, row_of)
         if part.empty:
             continue
         labels = part["label"].to_numpy(dtype=np.int64)
+        who = part["annotator"].astype(str).to_numpy(dtype=object)
         for k in range(int(slot.max()) + 1):
             values = np.zeros(len(out), dtype=np.int64)
             mask = np.ones(len(out), dtype=bool)
+            ids = np.full(len(out), "", dtype=object)
             here = slot == k
             values[rows[here]] = labels[here]
             mask[rows[here]] = False
+            ids[rows[here]] = who[here]
             out[labeler_column(k + 1, head.name)] = pd.arrays.IntegerArray(values, mask)
+            out[annotator_column(k + 1, head.name)] = ids
     return out
+
+
+def annotator_column(k: int, head: str) -> str:
+    """Name of the column holding who gave vote slot k of a head: `annotator{k}_{head}`."""
+    return f"annotator{k}_{head}"
+
+
+def annotator_slot_numbers(columns: Iterable, head: str) -> list[int]:
+    """The k of the `annotator{k}_{head}` columns among `columns` (who gave vote slot k), sorted."""
+    out = []
+    for c in columns:
+        if isinstance(c, str) and c.startswith("annotator") and c.endswith(f"_{head}"):
+            k = c[len("annotator"):-len(head) - 1]
+            if k.isdigit():
+                out.append(int(k))
+    return sorted(out)
+
+
+def slot_annotators(table: pd.DataFrame, head: str) -> tuple[list[int], np.ndarray]:
+    """Who gave each vote slot of a head: (the slot numbers k, an (n, S) object array of the
+    `annotator{k}_{head}` ids, "" where nobody did). S = 0 for a table without those columns."""
+    ks = annotator_slot_numbers(table.columns, head)
+    ids = np.full((len(table), len(ks)), "", dtype=object)
+    for j, k in enumerate(ks):
+        ids[:, j] = table[annotator_column(k, head)].fillna("").astype(str).to_numpy(dtype=object)
+    return ks, ids
 
 
 def annotations_from_slots(utterances: pd.DataFrame, schema: Schema) -> pd.DataFrame:
@@ -156,12 +194,6 @@ def corpus_annotator_labels(corpus: Corpus) -> pd.DataFrame:
     return annotator_labels(corpus.utterances, annotations, corpus.schema)
 
 
-def annotator_column(k: int, head: str) -> str:
-    """Name of the column holding who gave vote slot k of a head: `annotator{k}_{head}`."""
-    return f"annotator{k}_{head}"
-
-
-
 def _slots_of(annotations: pd.DataFrame, head: str, row_of: pd.Series) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     """One head's ratings, the table row of each and its vote slot (the k-th rating of its
     utterance, in `annotations` order, 0-based).
@@ -178,28 +210,3 @@ def _slots_of(annotations: pd.DataFrame, head: str, row_of: pd.Series) -> tuple[
         raise ValueError(f"annotations name utterances that the table does not have: {missing}")
     rows = rows.astype(np.int64)
     return part, rows, pd.Series(rows).groupby(rows).cumcount().to_numpy()
-
-def annotator_slots(utterances: pd.DataFrame, annotations: pd.DataFrame, schema: Schema) -> pd.DataFrame:
-    """Adds, beside the vote slots, who gave each: `annotator{k}_{head}` (str, "" for an empty slot).
-
-    Slot k is the same rating as in `vote_slots` (the k-th of the utterance in `annotations`
-    order), so `labeler{k}_{head}` is what `annotator{k}_{head}` gave. Per-annotator models (the
-    transformer's annotator embeddings) read these columns: they travel with the utterance table
-    through splits, training and scoring. Existing `annotator{k}_{head}` columns are replaced.
-    """
-    out = utterances.copy()
-    row_of = pd.Series(np.arange(len(out)), index=out["sent_id"].astype(str).to_numpy())
-    for head in schema:
-        for col in [c for c in out.columns if str(c).startswith("annotator") and str(c).endswith(f"_{head.name}")
-                    and str(c)[len("annotator"):-len(head.name) - 1].isdigit()]:
-            del out[col]
-        part, rows, slot = _slots_of(annotations, head.name, row_of)
-        if part.empty:
-            continue
-        who = part["annotator"].astype(str).to_numpy(dtype=object)
-        for k in range(int(slot.max()) + 1):
-            values = np.full(len(out), "", dtype=object)
-            here = slot == k
-            values[rows[here]] = who[here]
-            out[annotator_column(k + 1, head.name)] = values
-    return out

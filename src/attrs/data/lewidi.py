@@ -10,9 +10,8 @@ What the reader makes of it (`read_lewidi`):
   `prev_user`, `agent`, `user`) is four utterances with speakers `agent`/`user`; only the last
   (`user`, `sent_id` = item id) is rated, the others are context;
 - the annotators' ratings go to the long table `Corpus.annotations` (sent_id, annotator, head,
-  label; `psyattrs.data.annotations`), and to the vote slots `labeler{k}_{head}` of the
-  utterance table, and the annotator ids, comma-separated in the slots' order, to the column
-  `annotators` of the rated turn; `hard_label` becomes the final label `labeler_{head}` of a binary
+  label; `psyattrs.data.annotations`), and to the vote slots of the utterance table's rated
+  turn: `labeler{k}_{head}` the k-th rating, `annotator{k}_{head}` who gave it; `hard_label` becomes the final label `labeler_{head}` of a binary
   head; a severity head's final label is derived the way FORMATS §7 says `hard_label` is made: the
   majority of the item's ratings, a tie broken at random (`severity_final`: ConvAbuse's
   `hard_label` is abusive yes/no, so among tied classes those on its side win, then a random
@@ -57,9 +56,6 @@ CONVERSATION_TURNS: tuple[tuple[str, str], ...] = (
 )
 """ConvAbuse's turns in order, with the speaker of each; the last one is rated."""
 SPLITS: tuple[str, ...] = ("train", "dev", "test")
-ANNOTATORS_COLUMN = "annotators"
-"""The utterance-table column of an item's annotator ids (comma-separated, in the order of the vote
-slots `labeler{k}_{head}`; "" on context turns): what annotator-aware models read."""
 CONVABUSE_SCALE = (-3, 1)
 """ConvAbuse's severity values; a file whose values lie within it gets all five classes, so that
 train and test files read alike whichever values each happens to hold."""
@@ -385,15 +381,13 @@ def read_lewidi(path: "str | Path", schema: "Schema | None" = None) -> Corpus:
                 final_column(head.name): final if rated else None,
                 "split": split,
                 "other_info": json.dumps(info, ensure_ascii=False) if (rated and info is not None) else "",
-                ANNOTATORS_COLUMN: ",".join(annotators) if rated else "",
             })
         ann_sent.extend([item_id] * len(classes))
         ann_who.extend(annotators)
         ann_label.extend(classes)
         conversations.append({"doc_id": item_id, "persona": "", "n_utterances": len(turns), "n_pauses": 0,
                               "split": split, "n_annotations": len(classes)})
-    columns = ["doc_id", "sent_id", "position", "person_type", "text", final_column(head.name), "split", "other_info",
-               ANNOTATORS_COLUMN]
+    columns = ["doc_id", "sent_id", "position", "person_type", "text", final_column(head.name), "split", "other_info"]
     table = pd.DataFrame(rows, columns=columns)
     table[final_column(head.name)] = pd.array(table[final_column(head.name)].tolist(), dtype="Int64")
     annotations = make_annotations(ann_sent, ann_who, [head.name] * len(ann_sent), ann_label)

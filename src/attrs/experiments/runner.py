@@ -229,12 +229,7 @@ def _read(path: str, config: ExperimentConfig, schema: Schema) -> tuple[pd.DataF
         )
     if len(corpus.utterances) == 0:
         raise ValueError(f"{path}: no sentence left to train on ({len(corpus.problems)} set aside)")
-    utterances = corpus.utterances
-    if corpus.annotations is not None and len(corpus.annotations):  # who gave each vote slot (LeWiDi)
-        from psyattrs.data.annotations import annotator_slots
-
-        utterances = annotator_slots(utterances, corpus.annotations, corpus.schema)
-    return utterances, [{"source": str(path), **p.to_dict()} for p in corpus.problems]
+    return corpus.utterances, [{"source": str(path), **p.to_dict()} for p in corpus.problems]
 
 
 def _read_labelled(path: str, config: ExperimentConfig, schema: Schema

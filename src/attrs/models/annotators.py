@@ -12,16 +12,17 @@ that rate it:
 
 which is what the annotators' distribution (the soft label) is the sample mean of. An annotator not
 seen in training (or seen fewer than `min_ratings` times) has bias 0, the average annotator; an item
-without annotators (a plain text to predict, a table without the column) gets the text-only
+without annotators (a plain text to predict, a table without annotator columns) gets the text-only
 distribution softmax(text_logits).
 
-Where the ratings come from: the utterance table's `annotators` column (comma-separated ids in
-rating order, which `psyattrs.data.lewidi.read_lewidi` writes on the rated turn) paired with the
-vote slots `labeler{k}_{head}` (the k-th rating). A training row with such ratings contributes one
-copy per rating, labelled with it and weighted 1/n (n = its ratings), so an item weighs as much as
-one row of soft targets and `C` means what it means in `tfidf`; a target row without them (no
-`annotators` column, or counts that do not match) is learnt from its target distribution by the
-usual sample-weighted expansion, with no annotator column. `class_weight` multiplies either weight.
+Where the ratings come from: the utterance table's vote slots, `labeler{k}_{head}` (the k-th
+rating) and `annotator{k}_{head}` (who gave it), which the readers of corpora with a long
+annotation table write (`psyattrs.data.annotations.vote_slots`). A training row with such ratings
+contributes one copy per rating, labelled with it and weighted 1/n (n = its ratings), so an item
+weighs as much as one row of soft targets and `C` means what it means in `tfidf`; a target row
+without them (no `annotator{k}_{head}` columns, or nobody named) is learnt from its target
+distribution by the usual sample-weighted expansion, with no annotator column. `class_weight`
+multiplies either weight.
 
 Only annotator ids are read at prediction time, never their labels.
 """
@@ -36,38 +37,37 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from psyattrs.data.lewidi import ANNOTATORS_COLUMN
-from psyattrs.data.table import labeler_columns
+from psyattrs.data.annotations import slot_annotators
+from psyattrs.data.table import labeler_column
 from psyattrs.models.base import class_weight_vector, expand_soft_targets, target_prior
 from psyattrs.models.tfidf import TfidfModel, check_positive, make_featurizer
 
 STATE_FILE = "tfidf_annotators.joblib"
 
 
-def row_annotators(table: pd.DataFrame) -> list[tuple[str, ...]]:
-    """Per row the annotator ids of the `annotators` column (empty tuples without the column or
-    for rows nobody rated)."""
-    if ANNOTATORS_COLUMN not in table.columns:
-        return [()] * len(table)
-    out = []
-    for value in table[ANNOTATORS_COLUMN].tolist():
-        if value is None or (isinstance(value, float) and np.isnan(value)):
-            out.append(())
-        elif isinstance(value, (tuple, list)):
-            out.append(tuple(str(v).strip() for v in value if str(v).strip()))
-        else:
-            out.append(tuple(v.strip() for v in str(value).split(",") if v.strip()))
-    return out
+def row_annotators(table: pd.DataFrame, head: str) -> list[tuple[str, ...]]:
+    """Per row the ids of who rated it for a head, in vote-slot order (`annotator{k}_{head}`;
+    empty tuples for rows nobody rated and for a table without those columns)."""
+    _, ids = slot_annotators(table, head)
+    return [tuple(a for a in row if a) for row in ids]
 
 
-def row_ratings(table: pd.DataFrame, head: str) -> list[tuple[int, ...]]:
-    """Per row the ratings of the vote slots `labeler{k}_{head}`, in slot order (empty tuples
-    without slots)."""
-    cols = labeler_columns(table.columns, head)
-    if not cols:
-        return [()] * len(table)
-    slots = np.column_stack([pd.to_numeric(table[c], errors="coerce").to_numpy(dtype=float) for c in cols])
-    return [tuple(int(v) for v in row[~np.isnan(row)]) for row in slots]
+def row_ratings(table: pd.DataFrame, head: str) -> tuple[list[tuple[str, ...]], list[tuple[int, ...]]]:
+    """Per row who rated it for a head and what, paired by vote slot: (annotator ids, ratings),
+    from the slots that have both an id (`annotator{k}_{head}`) and a rating
+    (`labeler{k}_{head}`). Empty tuples for a table without annotator ids."""
+    ks, ids = slot_annotators(table, head)
+    if not ks:
+        return [()] * len(table), [()] * len(table)
+    slots = np.column_stack([
+        pd.to_numeric(table[labeler_column(k, head)], errors="coerce").to_numpy(dtype=float)
+        if labeler_column(k, head) in table.columns else np.full(len(table), np.nan)
+        for k in ks
+    ])
+    use = (ids != "") & ~np.isnan(slots)
+    who = [tuple(row[keep]) for row, keep in zip(ids, use)]
+    what = [tuple(int(v) for v in row[keep]) for row, keep in zip(slots, use)]
+    return who, what
 
 
 class AnnotatorHead:
@@ -212,9 +212,9 @@ class AnnotatorTfidfModel(TfidfModel):
 
         self.featurizer_ = make_featurizer(self.schema.language, self.params).fit(table["text"])
         X = self._features(table)
-        annotators = row_annotators(table)
         self.heads_ = {}
         for head in progress_bar(self.schema.heads, desc="tfidf_annotators heads", enabled=progress):
+            annotators, ratings = row_ratings(table, head.name)
             self.heads_[head.name] = AnnotatorHead(
                 head.n_classes,
                 C=float(self.params["C"]),
@@ -223,12 +223,11 @@ class AnnotatorTfidfModel(TfidfModel):
                 class_weight=self.class_weight,
                 max_iter=int(self.params["max_iter"]),
                 seed=self.seed,
-            ).fit(X, targets[head.name], annotators, row_ratings(table, head.name))
+            ).fit(X, targets[head.name], annotators, ratings)
 
     def _predict_raw(self, table: pd.DataFrame) -> dict[str, np.ndarray]:
         X = self._features(table)
-        annotators = row_annotators(table)
-        return {name: head.predict_proba(X, annotators) for name, head in self.heads_.items()}
+        return {name: head.predict_proba(X, row_annotators(table, name)) for name, head in self.heads_.items()}
 
     def _save_state(self, folder: Path) -> dict[str, Any]:
         joblib.dump({"featurizer": self.featurizer_, "heads": self.heads_}, folder / STATE_FILE)

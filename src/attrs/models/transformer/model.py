@@ -14,8 +14,8 @@ Settings (`model.params`, plus `model.backbone` and `model.labeler_heads` of the
     `predict_labelers` gives each labeler's predicted class. At most `max_labelers` labelers.
   - `embeddings`: annotator embeddings for large crowds: one vector per annotator id added to the
     pooled sentence, one output per head (`network.py`), trained on every rating (vote slot
-    `labeler{k}_{head}`, given by `annotator{k}_{head}`: the columns the runner adds for a corpus
-    with a long annotation table, `psyattrs.data.annotations.annotator_slots`; a table without
+    `labeler{k}_{head}`, given by `annotator{k}_{head}`: the columns the readers of corpora
+    with a long annotation table write, `psyattrs.data.annotations.vote_slots`; a table without
     them: annotator `labeler{k}` for column k) and a learned average annotator trained on the
     item's targets. Predictions: the mean over the item's known annotators (its
     `annotator{k}_{head}` cells, or for `labeler{k}` annotators the labelers who rated it),
@@ -54,6 +54,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from psyattrs.data.annotations import annotator_slot_numbers, slot_annotators
 from psyattrs.data.table import labeler_ids
 from psyattrs.models.base import MultiHeadModel, class_weight_vector
 
@@ -64,17 +65,6 @@ LABELER_MODES = ("auto", "heads", "embeddings")
 
 _LABELER_COLUMN_PREFIX = "labeler"
 PREDICT_MAX_TOKENS = 16384  # padded tokens per prediction batch: many short sentences, few long ones
-
-
-def _named_slots(columns, head: str) -> list[int]:
-    """The k of the `annotator{k}_{head}` columns (who gave vote slot k), sorted."""
-    out = []
-    for c in columns:
-        if isinstance(c, str) and c.startswith("annotator") and c.endswith(f"_{head}"):
-            k = c[len("annotator"):-len(head) - 1]
-            if k.isdigit():
-                out.append(int(k))
-    return sorted(out)
 
 
 def _join_process_group(device) -> None:
@@ -228,18 +218,16 @@ class TransformerModel(MultiHeadModel):
     def _vote_slots(self, table: pd.DataFrame, head) -> tuple[np.ndarray, np.ndarray]:
         """(ids, labels) of one head's vote slots, each (n, S): who gave slot k (str, "" = nobody)
         and what (float class, NaN = none); see `labeler_mode` in the module docstring."""
-        n = len(table)
-        named = _named_slots(table.columns, head.name)
+        named, ids = slot_annotators(table, head.name)
         slots = named or labeler_ids(table.columns, [head.name])
-        ids = np.full((n, len(slots)), "", dtype=object)
-        labels = np.full((n, len(slots)), np.nan)
+        if not named:
+            ids = np.full((len(table), len(slots)), "", dtype=object)
+        labels = np.full((len(table), len(slots)), np.nan)
         for j, k in enumerate(slots):
             col = f"{_LABELER_COLUMN_PREFIX}{k}_{head.name}"
             if col in table.columns:
                 labels[:, j] = _checked_labels(table, col, head)
-            if named:
-                ids[:, j] = table[f"annotator{k}_{head.name}"].fillna("").astype(str).to_numpy(dtype=object)
-            else:
+            if not named:
                 ids[~np.isnan(labels[:, j]), j] = f"{_LABELER_COLUMN_PREFIX}{k}"
         labels[ids == ""] = np.nan
         return ids, labels
@@ -274,7 +262,7 @@ class TransformerModel(MultiHeadModel):
         """Sets `labeler_mode_`, `labelers_` and `annotators_` from the training table."""
         self.labelers_ = labeler_ids(table.columns, self.schema.head_names)
         slots = {h.name: self._vote_slots(table, h) for h in self.schema}
-        named = any(_named_slots(table.columns, h) for h in self.schema.head_names)
+        named = any(annotator_slot_numbers(table.columns, h) for h in self.schema.head_names)
         mode = self.params["labeler_mode"]
         if mode == "auto":
             mode = "embeddings" if named or len(self.labelers_) > self.params["max_labelers"] else "heads"
