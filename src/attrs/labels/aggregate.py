@@ -126,50 +126,80 @@ def _encode(labels: pd.DataFrame, n_classes: int) -> _Encoded:
 def _encode_matrix(matrix: np.ndarray, ids: Sequence[int], n_classes: int) -> _Encoded:
     """Integer codes of a dense, already checked rating matrix (NaN = not rated)."""
     rated = ~np.isnan(matrix)
-    rows, cols = np.nonzero(rated)  # row-major: by task, then worker
-    any_rated = np.zeros(len(matrix), dtype=bool)
-    any_rated[rows] = True
-    tasks = np.flatnonzero(any_rated)
-    t = np.cumsum(any_rated) - 1
+    if rated.all():  # every labeler rated every row: the codes follow from the shape
+        n_rows, n_cols = matrix.shape
+        rows, cols = np.repeat(np.arange(n_rows), n_cols), np.tile(np.arange(n_cols), n_rows)
+        tasks, t = np.arange(n_rows), rows
+        y = matrix.astype(np.int64).ravel()
+    else:
+        rows, cols = np.nonzero(rated)  # row-major: by task, then worker
+        any_rated = np.zeros(len(matrix), dtype=bool)
+        any_rated[rows] = True
+        tasks = np.flatnonzero(any_rated)
+        t = (np.cumsum(any_rated) - 1)[rows]
+        y = matrix[rows, cols].astype(np.int64)
     ids = np.asarray(ids, dtype=np.int64)
     order = np.argsort(ids, kind="stable")
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
     return _Encoded(
-        tasks=pd.Index(tasks.astype(np.int64), name="task"),
+        tasks=pd.Index(tasks, dtype=np.int64, name="task"),
         workers=pd.Index(ids[order], name="worker"),
-        t=t[rows].astype(np.int64),
+        t=t,
         w=rank[cols],
-        y=matrix[rows, cols].astype(np.int64),
+        y=y,
         n_classes=int(n_classes),
         task_major=bool(np.all(np.diff(ids) > 0)),  # columns in worker order: rows stay by task, then worker
     )
 
 
-def _argmax_random(counts: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Per row the column of the maximum, ties broken uniformly at random; also which rows tied."""
-    keys = rng.random(counts.shape)  # drawn for every row, so the stream does not depend on the ties
-    columns = np.ascontiguousarray(counts.T)  # K is small: column-wise passes beat row-wise reductions
-    top = columns.max(axis=0)
-    n_top = np.zeros(len(top), dtype=np.int64)
-    winners = np.full(len(top), -1, dtype=np.int64)
-    for c in range(columns.shape[0]):
-        at_top = columns[c] == top
-        n_top += at_top
-        winners[at_top & (winners < 0)] = c
-    tied = n_top > 1
-    if tied.any():
-        tied_keys = np.where(counts[tied] == top[tied, None], keys[tied], -1.0)
-        winners[tied] = tied_keys.argmax(axis=1)
+def _argmax_random(
+    counts: np.ndarray, rng: np.random.Generator, *, needed: "np.ndarray | None" = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per row the column of the maximum, ties broken uniformly at random; also which rows tied.
+
+    The random keys are one draw per cell of `counts`, whether or not a row ties, so the stream
+    after this call does not depend on the ties. `needed` (bool per row, None = all) marks the rows
+    whose tie-break the caller keeps; a tied row outside it gets its first top column. When no
+    needed row ties, the draws are skipped and the stream moved on as if they had been made.
+    """
+    if counts.shape[1] == 2:  # two classes: one comparison each
+        first, second = counts[:, 0], counts[:, 1]
+        top, winners, tied = np.maximum(first, second), (second > first).astype(np.int64), first == second
+    else:
+        columns = np.ascontiguousarray(counts.T)  # K is small: column-wise passes beat row-wise reductions
+        top = columns.max(axis=0)
+        n_top = np.zeros(len(top), dtype=np.int64)
+        winners = np.full(len(top), -1, dtype=np.int64)
+        for c in range(columns.shape[0]):
+            at_top = columns[c] == top
+            n_top += at_top
+            winners[at_top & (winners < 0)] = c
+        tied = n_top > 1
+    drawn = tied if needed is None else tied & needed
+    if drawn.any():
+        keys = rng.random(counts.shape)
+        tied_keys = np.where(counts[drawn] == top[drawn, None], keys[drawn], -1.0)
+        winners[drawn] = tied_keys.argmax(axis=1)
+    else:
+        _skip_draws(rng, counts.size)
     return winners, tied
 
 
+def _skip_draws(rng: np.random.Generator, n: int) -> None:
+    """Moves `rng` on exactly as `rng.random(n)` would (one 64-bit step per double), without drawing."""
+    if type(rng.bit_generator) is np.random.PCG64:  # the generator of np.random.default_rng
+        rng.bit_generator.advance(n)
+    else:
+        rng.random(n)
+
+
 def _proba_frame(p: np.ndarray, tasks: pd.Index) -> pd.DataFrame:
-    return pd.DataFrame(p, index=tasks, columns=pd.RangeIndex(p.shape[1], name="label"))
+    return pd.DataFrame(p, index=tasks, columns=pd.RangeIndex(p.shape[1], name="label"), copy=False)  # p is new
 
 
 def _label_series(labels: np.ndarray, tasks: pd.Index) -> pd.Series:
-    return pd.Series(np.asarray(labels, dtype=np.int64), index=tasks, name="agg_label")
+    return pd.Series(np.array(labels, dtype=np.int64), index=tasks, name="agg_label", copy=False)
 
 
 class Aggregator:
@@ -282,24 +312,39 @@ class OpelaResolver(Aggregator):
     def _fit(self, enc: _Encoded) -> "OpelaResolver":
         rng = np.random.default_rng(self.seed)
         counts = enc.vote_counts()
-        winners, tied = _argmax_random(counts, rng)
+        per_task = np.bincount(enc.t, minlength=enc.n_tasks)  # faster than a row sum of counts
+        multi = enc.n_classes > 2  # then items with three labels follow (a)/(b), not their plurality
+        winners, tied = _argmax_random(counts, rng, needed=per_task != 3 if multi else None)
         branches = np.where(tied, _BRANCH["random"], _BRANCH["majority"]).astype(np.int8)
         self.R_ = self.U_ = self.majority_share_ = None
         self.n_majority_items_ = 0
-        if enc.n_classes > 2:
-            self._resolve_three(enc, counts, winners, branches, rng)
+        if multi:
+            self._resolve_three(enc, counts, per_task, winners, branches, rng)
         self.labels_ = _label_series(winners, enc.tasks)
-        self.probas_ = _proba_frame(np.eye(enc.n_classes)[winners], enc.tasks)
-        self.branches_ = pd.Series(
-            pd.Categorical.from_codes(branches, categories=list(BRANCHES)), index=enc.tasks, name="branch"
-        )
+        self._n_classes, self._branch_codes = enc.n_classes, branches
         return self
 
+    @property
+    def probas_(self) -> pd.DataFrame:
+        """One-hot of `labels_` (index = task, columns 0..K-1), built when asked for."""
+        return _proba_frame(np.eye(self._n_classes)[self.labels_.to_numpy()], self.labels_.index)
+
+    @property
+    def branches_(self) -> pd.Series:
+        """What decided each item (index = task), built when asked for."""
+        codes = pd.Categorical.from_codes(self._branch_codes, categories=list(BRANCHES))
+        return pd.Series(codes, index=self.labels_.index, name="branch")
+
     def _resolve_three(
-        self, enc: _Encoded, counts: np.ndarray, winners: np.ndarray, branches: np.ndarray, rng: np.random.Generator
+        self,
+        enc: _Encoded,
+        counts: np.ndarray,
+        per_task: np.ndarray,
+        winners: np.ndarray,
+        branches: np.ndarray,
+        rng: np.random.Generator,
     ) -> None:
         """Applies (a)/(b) to the items with exactly three labels; updates winners and branches."""
-        per_task = counts.sum(axis=1)
         three = np.flatnonzero(per_task == 3)
         y, w = enc.y, enc.w
         if not enc.task_major:
@@ -312,24 +357,21 @@ class OpelaResolver(Aggregator):
             pos = starts[three][:, None] + np.arange(3)
             given = y[pos]  # (n_three, 3) classes
             who = w[pos]  # (n_three, 3) worker codes
-        agree = counts[three].max(axis=1) >= 2
+        every = len(three) == len(per_task)
+        agree = (counts if every else counts[three]).max(axis=1) >= 2
         k, n_w = enc.n_classes, enc.n_workers
 
-        a_given, a_who, a_major = given[agree], who[agree], winners[three][agree]
-        in_major = (a_given == a_major[:, None]).ravel()
-        who_flat = a_who.ravel()
-        r_cell = (a_major[:, None] * n_w + a_who).ravel()
-        u_cell = (a_given * n_w + a_who).ravel()
-        r_num = np.bincount(r_cell[in_major], minlength=k * n_w)
-        r_den = np.bincount(r_cell, minlength=k * n_w)
-        u_num = np.bincount(u_cell[~in_major], minlength=k * n_w)
-        u_den = np.bincount(u_cell, minlength=k * n_w)
-        s_num = np.bincount(who_flat[in_major], minlength=n_w)
-        s_den = np.bincount(who_flat, minlength=n_w)
+        # (a) items: each rating is a hit (the worker gave the majority class) or a miss; counted by
+        # (given class, worker) in one pass, and the misses once more by (majority class, worker)
+        a_given, a_who, a_major = given[agree], who[agree], (winners if every else winners[three])[agree]
+        miss = a_given != a_major[:, None]
+        by_given = np.bincount(((a_given * n_w + a_who) * 2 + miss).ravel(), minlength=2 * k * n_w).reshape(k, n_w, 2)
+        hit, miss_given = by_given[..., 0], by_given[..., 1]
+        miss_major = np.bincount((a_major[:, None] * n_w + a_who)[miss], minlength=k * n_w).reshape(k, n_w)
         with np.errstate(invalid="ignore", divide="ignore"):
-            R = (r_num / r_den).reshape(k, n_w)
-            U = (u_num / u_den).reshape(k, n_w)
-            share = s_num / s_den
+            R = hit / (hit + miss_major)  # of the (a) items with majority c that j rated, j gave c
+            U = miss_given / (hit + miss_given)  # of the (a) items in which j gave c, the majority was not c
+            share = hit.sum(axis=0) / (hit + miss_given).sum(axis=0)
         classes = pd.RangeIndex(k, name="class")
         self.R_ = pd.DataFrame(R, index=classes, columns=enc.workers)
         self.U_ = pd.DataFrame(U, index=classes, columns=enc.workers)

@@ -50,7 +50,10 @@ def label_values(df: pd.DataFrame, col: str, head: Head) -> np.ndarray:
             the 1-based row, its sent_id where known, how many such cells, and the allowed classes).
     """
     raw = df[col]
-    if pd.api.types.is_numeric_dtype(raw.dtype) and not pd.api.types.is_bool_dtype(raw.dtype):
+    if raw.dtype == "Int64":  # as the readers type label columns
+        values = raw.to_numpy(dtype=float, na_value=np.nan)
+        bad = ~np.isnan(values) & ~np.isin(values, head.values)
+    elif pd.api.types.is_numeric_dtype(raw.dtype) and not pd.api.types.is_bool_dtype(raw.dtype):
         values = raw.astype("Float64").to_numpy(dtype=float, na_value=np.nan)  # no text cells to check
         bad = ~np.isnan(values) & ~np.isin(values, head.values)
     else:
