@@ -164,11 +164,10 @@ def persona_of(df: pd.DataFrame) -> pd.Series:
         candidates = (df["person_type"].astype(str) == "persona") & df["person_name"].notna()
         rows = np.flatnonzero(candidates.to_numpy())
         person = df["person_name"].iloc[rows].astype(str).str.strip()
-        named = (person != "").to_numpy()
-        rows, person = rows[named], person.to_numpy(dtype=object)[named]
-        if len(rows):
-            first_codes, first = np.unique(codes[rows], return_index=True)  # rows ascend: the first of each
-            names[first_codes] = person[first]
+        named = np.flatnonzero((person != "").to_numpy())
+        if len(named):
+            first_codes, first = np.unique(codes[rows[named]], return_index=True)  # rows ascend: the first of each
+            names[first_codes] = person.iloc[named[first]].to_numpy(dtype=object)
     if not len(codes):
         return pd.Series([], index=df.index, dtype=object).astype(str)
     return pd.Series(pd.array(names, dtype=str).take(codes), index=df.index)

@@ -106,7 +106,8 @@ def normalize_table(df: pd.DataFrame, schema: Schema = OPELA) -> pd.DataFrame:
     n = len(out)
     if "doc_id" not in out:
         raise ValueError("an utterance table needs a 'doc_id' column")
-    out["doc_id"] = out["doc_id"].astype(str)
+    if out["doc_id"].dtype != _STR_DTYPE:
+        out["doc_id"] = out["doc_id"].astype(str)
     if "position" not in out:
         out["position"] = out.groupby("doc_id", sort=False).cumcount()
     out["position"] = out["position"].astype("int64")
@@ -126,12 +127,13 @@ def normalize_table(df: pd.DataFrame, schema: Schema = OPELA) -> pd.DataFrame:
     if out["is_pause"].dtype != bool:
         out["is_pause"] = out["is_pause"].fillna(False).astype(int).astype(bool)
     heads = set(schema.head_names)
+    dtypes = out.dtypes
     for col in out.columns:
         m = _LABELER_COLUMN.match(col)
         is_label = (m and m.group(2) in heads) or col in {final_column(h) for h in heads} | {
             true_column(h) for h in heads
         }
-        if is_label and out[col].dtype != "Int64":
+        if is_label and dtypes[col] != "Int64":
             out[col] = pd.to_numeric(out[col], errors="coerce").astype("Int64")
     ordered = list(BASE_COLUMNS) + [c for c in out.columns if c not in BASE_COLUMNS]
     return out[ordered].reset_index(drop=True)

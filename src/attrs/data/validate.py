@@ -197,10 +197,10 @@ def check_utterances(
 
     labels: dict[str, pd.Series] = {}
     for col, head_name in (label_columns_of(df.columns, schema) if check_labels else {}).items():
-        head = schema[head_name]
-        parsed, bad = parse_label_column(df[col], head)
+        head, values = schema[head_name], df[col]
+        parsed, bad = parse_label_column(values, head)
         labels[col] = parsed
-        found.add(bad, _describe(df[col], f"{col} ", f" is not one of {head.values}"), col)
+        found.add(bad, _describe(values, f"{col} ", f" is not one of {head.values}"), col)
 
     text = df["text"]
     empty_text = text.isna() | (text.astype(str).str.strip() == "")
@@ -414,7 +414,7 @@ def summarize(corpus: Corpus) -> dict[str, Any]:
     all_labels = _all_label_columns(labelled.columns, schema)
     label_cols = [c for c in labelled.columns if c in all_labels]
     if corpus.label_sequences is None and label_cols:
-        summary["context_only"] = int(utt[label_cols].isna().all(axis=1).sum())
+        summary["context_only"] = _count_unlabelled(utt, label_cols)
     if corpus.format == "public":
         summary.update(_public_summary(corpus))
     if corpus.annotations is not None:
@@ -438,6 +438,17 @@ def _annotation_summary(corpus: Corpus) -> dict[str, Any]:
         counts = corpus.conversations["split"].astype(str).value_counts()
         out["splits"] = {str(k): int(v) for k, v in counts.items()}
     return out
+
+
+def _count_unlabelled(table: pd.DataFrame, label_cols: list[str]) -> int:
+    """Rows of `table` with every one of `label_cols` empty (none when some column has no gap)."""
+    unlabelled = np.ones(len(table), dtype=bool)
+    for col in label_cols:
+        values = table[col]
+        if not values.hasnans:
+            return 0
+        unlabelled &= values.isna().to_numpy()
+    return int(unlabelled.sum())
 
 
 def _all_label_columns(columns: Iterable[str], schema: Schema) -> set[str]:
