@@ -70,6 +70,12 @@ class _Encoded:
         k = self.n_classes
         return np.bincount(self.t * k + self.y, minlength=self.n_tasks * k).reshape(self.n_tasks, k)
 
+    def vote_columns(self) -> np.ndarray:
+        """`vote_counts` stored class by class: a (n_tasks, n_classes) view of a (n_classes,
+        n_tasks) array, so that per-class passes (`_argmax_random`) read contiguous memory."""
+        n = self.n_tasks
+        return np.bincount(self.y * n + self.t, minlength=n * self.n_classes).reshape(self.n_classes, n).T
+
 
 def _first(values: Sequence, n: int = 5) -> str:
     values = list(values)
@@ -311,7 +317,7 @@ class OpelaResolver(Aggregator):
 
     def _fit(self, enc: _Encoded) -> "OpelaResolver":
         rng = np.random.default_rng(self.seed)
-        counts = enc.vote_counts()
+        counts = enc.vote_columns()
         per_task = np.bincount(enc.t, minlength=enc.n_tasks)  # faster than a row sum of counts
         multi = enc.n_classes > 2  # then items with three labels follow (a)/(b), not their plurality
         winners, tied = _argmax_random(counts, rng, needed=per_task != 3 if multi else None)
@@ -319,7 +325,7 @@ class OpelaResolver(Aggregator):
         self.R_ = self.U_ = self.majority_share_ = None
         self.n_majority_items_ = 0
         if multi:
-            self._resolve_three(enc, counts, per_task, winners, branches, rng)
+            self._resolve_three(enc, tied, per_task, winners, branches, rng)
         self.labels_ = _label_series(winners, enc.tasks)
         self._n_classes, self._branch_codes = enc.n_classes, branches
         return self
@@ -338,7 +344,7 @@ class OpelaResolver(Aggregator):
     def _resolve_three(
         self,
         enc: _Encoded,
-        counts: np.ndarray,
+        tied: np.ndarray,
         per_task: np.ndarray,
         winners: np.ndarray,
         branches: np.ndarray,
@@ -358,16 +364,20 @@ class OpelaResolver(Aggregator):
             given = y[pos]  # (n_three, 3) classes
             who = w[pos]  # (n_three, 3) worker codes
         every = len(three) == len(per_task)
-        agree = (counts if every else counts[three]).max(axis=1) >= 2
+        agree = ~(tied if every else tied[three])  # three labels tie only when all three differ
         k, n_w = enc.n_classes, enc.n_workers
 
         # (a) items: each rating is a hit (the worker gave the majority class) or a miss; counted by
-        # (given class, worker) in one pass, and the misses once more by (majority class, worker)
-        a_given, a_who, a_major = given[agree], who[agree], (winners if every else winners[three])[agree]
-        miss = a_given != a_major[:, None]
-        by_given = np.bincount(((a_given * n_w + a_who) * 2 + miss).ravel(), minlength=2 * k * n_w).reshape(k, n_w, 2)
+        # (given class, worker) in one pass, and the misses once more by (majority class, worker);
+        # the ratings of the items whose three labels differ go to one extra bin, left out
+        major = winners if every else winners[three]
+        miss = given != major[:, None]
+        code = (given * n_w + who) * 2 + miss
+        code[~agree] = 2 * k * n_w
+        by_given = np.bincount(code.ravel(), minlength=2 * k * n_w + 1)[:-1].reshape(k, n_w, 2)
         hit, miss_given = by_given[..., 0], by_given[..., 1]
-        miss_major = np.bincount((a_major[:, None] * n_w + a_who)[miss], minlength=k * n_w).reshape(k, n_w)
+        missed = miss & agree[:, None]
+        miss_major = np.bincount((major[:, None] * n_w + who)[missed], minlength=k * n_w).reshape(k, n_w)
         with np.errstate(invalid="ignore", divide="ignore"):
             R = hit / (hit + miss_major)  # of the (a) items with majority c that j rated, j gave c
             U = miss_given / (hit + miss_given)  # of the (a) items in which j gave c, the majority was not c
