@@ -26,6 +26,7 @@ The table-level functions (`resolve_final_labels`, `compare_with_final`) live in
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Sequence
 
 import numpy as np
@@ -47,15 +48,39 @@ _EPS = 1e-12
 
 @dataclass(frozen=True)
 class _Encoded:
-    """A validated long table as integer codes: task t[i], worker w[i], label y[i]."""
+    """A validated long table as integer codes: task t[i], worker w[i], label y[i].
+
+    When every worker rated every task, `grid` holds the labels as a (n_tasks, n_workers) array
+    (workers in order) and t, w, y are derived from it only when asked for, in the order of
+    `grid_order` (the grid column of each rating within a task: the order the ratings came in).
+    """
 
     tasks: pd.Index
     workers: pd.Index
-    t: np.ndarray
-    w: np.ndarray
-    y: np.ndarray
     n_classes: int
+    codes: "tuple[np.ndarray, np.ndarray, np.ndarray] | None" = None  # (t, w, y)
+    grid: "np.ndarray | None" = None
+    grid_order: "np.ndarray | None" = None
     task_major: bool = False  # the ratings are already ordered by task, then worker
+
+    @cached_property
+    def _ratings(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self.codes is not None:
+            return self.codes
+        n, m = self.grid.shape
+        return np.repeat(np.arange(n), m), np.tile(self.grid_order, n), self.grid[:, self.grid_order].ravel()
+
+    @property
+    def t(self) -> np.ndarray:
+        return self._ratings[0]
+
+    @property
+    def w(self) -> np.ndarray:
+        return self._ratings[1]
+
+    @property
+    def y(self) -> np.ndarray:
+        return self._ratings[2]
 
     @property
     def n_tasks(self) -> int:
@@ -64,6 +89,12 @@ class _Encoded:
     @property
     def n_workers(self) -> int:
         return len(self.workers)
+
+    def ratings_per_task(self) -> np.ndarray:
+        """How many workers rated each task, shape (n_tasks,)."""
+        if self.grid is not None:
+            return np.full(self.n_tasks, self.n_workers, dtype=np.int64)
+        return np.bincount(self.t, minlength=self.n_tasks)
 
     def vote_counts(self) -> np.ndarray:
         """Votes per task and class, shape (n_tasks, n_classes)."""
@@ -74,7 +105,11 @@ class _Encoded:
         """`vote_counts` stored class by class: a (n_tasks, n_classes) view of a (n_classes,
         n_tasks) array, so that per-class passes (`_argmax_random`) read contiguous memory."""
         n = self.n_tasks
-        return np.bincount(self.y * n + self.t, minlength=n * self.n_classes).reshape(self.n_classes, n).T
+        if self.grid is not None:  # worker by worker: label * n + task, without the per-rating codes
+            cells = (self.grid.T * n + np.arange(n)).ravel()
+        else:
+            cells = self.y * n + self.t
+        return np.bincount(cells, minlength=n * self.n_classes).reshape(self.n_classes, n).T
 
 
 def _first(values: Sequence, n: int = 5) -> str:
@@ -122,39 +157,36 @@ def _encode(labels: pd.DataFrame, n_classes: int) -> _Encoded:
     return _Encoded(
         tasks=pd.Index(tasks, name="task"),
         workers=pd.Index(workers, name="worker"),
-        t=np.asarray(t, dtype=np.int64),
-        w=np.asarray(w, dtype=np.int64),
-        y=numeric.to_numpy(dtype=np.int64),
         n_classes=int(n_classes),
+        codes=(np.asarray(t, dtype=np.int64), np.asarray(w, dtype=np.int64), numeric.to_numpy(dtype=np.int64)),
     )
 
 
 def _encode_matrix(matrix: np.ndarray, ids: Sequence[int], n_classes: int) -> _Encoded:
     """Integer codes of a dense, already checked rating matrix (NaN = not rated)."""
-    rated = ~np.isnan(matrix)
-    if rated.all():  # every labeler rated every row: the codes follow from the shape
-        n_rows, n_cols = matrix.shape
-        rows, cols = np.repeat(np.arange(n_rows), n_cols), np.tile(np.arange(n_cols), n_rows)
-        tasks, t = np.arange(n_rows), rows
-        y = matrix.astype(np.int64).ravel()
-    else:
-        rows, cols = np.nonzero(rated)  # row-major: by task, then worker
-        any_rated = np.zeros(len(matrix), dtype=bool)
-        any_rated[rows] = True
-        tasks = np.flatnonzero(any_rated)
-        t = (np.cumsum(any_rated) - 1)[rows]
-        y = matrix[rows, cols].astype(np.int64)
     ids = np.asarray(ids, dtype=np.int64)
     order = np.argsort(ids, kind="stable")
+    workers = pd.Index(ids[order], name="worker")
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
+    rated = ~np.isnan(matrix)
+    if rated.all():  # every labeler rated every row: the labels as a grid, workers in order
+        return _Encoded(
+            tasks=pd.Index(np.arange(len(matrix)), dtype=np.int64, name="task"),
+            workers=workers,
+            n_classes=int(n_classes),
+            grid=matrix[:, order].astype(np.int64),
+            grid_order=rank,
+            task_major=bool(np.all(np.diff(ids) > 0)),
+        )
+    rows, cols = np.nonzero(rated)  # row-major: by task, then worker
+    any_rated = np.zeros(len(matrix), dtype=bool)
+    any_rated[rows] = True
     return _Encoded(
-        tasks=pd.Index(tasks, dtype=np.int64, name="task"),
-        workers=pd.Index(ids[order], name="worker"),
-        t=t,
-        w=rank[cols],
-        y=y,
+        tasks=pd.Index(np.flatnonzero(any_rated), dtype=np.int64, name="task"),
+        workers=workers,
         n_classes=int(n_classes),
+        codes=((np.cumsum(any_rated) - 1)[rows], rank[cols], matrix[rows, cols].astype(np.int64)),
         task_major=bool(np.all(np.diff(ids) > 0)),  # columns in worker order: rows stay by task, then worker
     )
 
@@ -318,7 +350,7 @@ class OpelaResolver(Aggregator):
     def _fit(self, enc: _Encoded) -> "OpelaResolver":
         rng = np.random.default_rng(self.seed)
         counts = enc.vote_columns()
-        per_task = np.bincount(enc.t, minlength=enc.n_tasks)  # faster than a row sum of counts
+        per_task = enc.ratings_per_task()  # faster than a row sum of counts
         multi = enc.n_classes > 2  # then items with three labels follow (a)/(b), not their plurality
         winners, tied = _argmax_random(counts, rng, needed=per_task != 3 if multi else None)
         branches = np.where(tied, _BRANCH["random"], _BRANCH["majority"]).astype(np.int8)
@@ -352,11 +384,17 @@ class OpelaResolver(Aggregator):
     ) -> None:
         """Applies (a)/(b) to the items with exactly three labels; updates winners and branches."""
         three = np.flatnonzero(per_task == 3)
-        y, w = enc.y, enc.w
-        if not enc.task_major:
-            order = np.lexsort((enc.w, enc.t))  # by task, then worker
-            y, w = y[order], w[order]
-        if len(three) == len(per_task) and len(y) == 3 * len(three):  # every item has three labels
+        if enc.grid is not None and enc.n_workers == 3:  # every item has the same three labelers
+            given, who = enc.grid, np.broadcast_to(np.arange(3), enc.grid.shape)
+            y = None
+        else:
+            y, w = enc.y, enc.w
+            if not enc.task_major:
+                order = np.lexsort((enc.w, enc.t))  # by task, then worker
+                y, w = y[order], w[order]
+        if y is None:
+            pass
+        elif len(three) == len(per_task) and len(y) == 3 * len(three):  # every item has three labels
             given, who = y.reshape(-1, 3), w.reshape(-1, 3)
         else:
             starts = np.concatenate(([0], np.cumsum(per_task)[:-1]))
