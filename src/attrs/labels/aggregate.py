@@ -384,23 +384,7 @@ class OpelaResolver(Aggregator):
     ) -> None:
         """Applies (a)/(b) to the items with exactly three labels; updates winners and branches."""
         three = np.flatnonzero(per_task == 3)
-        if enc.grid is not None and enc.n_workers == 3:  # every item has the same three labelers
-            given, who = enc.grid, np.broadcast_to(np.arange(3), enc.grid.shape)
-            y = None
-        else:
-            y, w = enc.y, enc.w
-            if not enc.task_major:
-                order = np.lexsort((enc.w, enc.t))  # by task, then worker
-                y, w = y[order], w[order]
-        if y is None:
-            pass
-        elif len(three) == len(per_task) and len(y) == 3 * len(three):  # every item has three labels
-            given, who = y.reshape(-1, 3), w.reshape(-1, 3)
-        else:
-            starts = np.concatenate(([0], np.cumsum(per_task)[:-1]))
-            pos = starts[three][:, None] + np.arange(3)
-            given = y[pos]  # (n_three, 3) classes
-            who = w[pos]  # (n_three, 3) worker codes
+        given, who = _three_labels(enc, per_task, three)
         every = len(three) == len(per_task)
         agree = ~(tied if every else tied[three])  # three labels tie only when all three differ
         k, n_w = enc.n_classes, enc.n_workers
@@ -439,6 +423,21 @@ class OpelaResolver(Aggregator):
             label[i], branch[i] = rng.choice(c[i]), _BRANCH["random"]
         winners[three[differ]] = label
         branches[three[differ]] = branch
+
+
+def _three_labels(enc: _Encoded, per_task: np.ndarray, three: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(classes, worker codes) of the items `three` (those with three labels), each (n_three, 3)
+    in worker order."""
+    if enc.grid is not None and enc.n_workers == 3:  # every item has the same three labelers
+        return enc.grid, np.broadcast_to(np.arange(3), enc.grid.shape)
+    y, w = enc.y, enc.w
+    if not enc.task_major:
+        order = np.lexsort((enc.w, enc.t))  # by task, then worker
+        y, w = y[order], w[order]
+    if len(three) == len(per_task) and len(y) == 3 * len(three):  # every item has three labels
+        return y.reshape(-1, 3), w.reshape(-1, 3)
+    pos = (np.cumsum(per_task) - per_task)[three][:, None] + np.arange(3)  # each item's first rating on
+    return y[pos], w[pos]
 
 
 def _unique_best(values: np.ndarray) -> np.ndarray:
