@@ -325,18 +325,74 @@ def test_make_aggregator_knows_every_method():
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_fit_matrix_equals_fit_on_the_long_table(method):
-    # the table-level fast path must decide exactly as the long-table API does
+@pytest.mark.parametrize("holes", [True, False])
+def test_fit_matrix_equals_fit_on_the_long_table(method, holes):
+    # the table-level fast path must decide exactly as the long-table API does, also when every
+    # labeler rated every row (then the matrix is encoded from its shape)
     rng = np.random.default_rng(5)
     matrix = rng.integers(0, 3, size=(400, 4)).astype(float)
-    matrix[rng.random(matrix.shape) < 0.2] = np.nan
-    matrix[7] = np.nan  # a row nobody rated is not a task
+    if holes:
+        matrix[rng.random(matrix.shape) < 0.2] = np.nan
+        matrix[7] = np.nan  # a row nobody rated is not a task
     ids = [3, 1, 7, 2]  # labeler numbers in no particular order
     dense = make_aggregator(method, seed=4).fit_matrix(matrix, ids, 3)
     long = make_aggregator(method, seed=4).fit(long_labels(matrix, ids), 3)
-    assert 7 not in dense.labels_.index
+    assert (7 not in dense.labels_.index) == holes
     pd.testing.assert_series_equal(dense.labels_, long.labels_, check_index_type=False)
     pd.testing.assert_frame_equal(dense.probas_, long.probas_, check_index_type=False)
     if hasattr(long, "branches_"):
         assert (dense.branches_.to_numpy() == long.branches_.to_numpy()).all()
         pd.testing.assert_frame_equal(dense.R_, long.R_, check_index_type=False, check_column_type=False)
+
+
+def test_opela_reliabilities_match_a_count_item_by_item():
+    # R, U and the majority shares of a dense five-class matrix, counted one rating at a time
+    rng = np.random.default_rng(11)
+    matrix = rng.integers(0, 5, size=(3000, 3))
+    res = OpelaResolver(seed=2).fit_matrix(matrix.astype(float), [1, 2, 3], 5)
+    r_num, r_den, u_num, u_den = (np.zeros((5, 3)) for _ in range(4))
+    s_num, s_den = np.zeros(3), np.zeros(3)
+    n_items = 0
+    for row in matrix.tolist():
+        values, n = np.unique(row, return_counts=True)
+        if n.max() < 2:
+            continue  # all three differ: not an (a) item
+        n_items += 1
+        major = values[n.argmax()]
+        for j, given in enumerate(row):
+            r_den[major, j] += 1
+            u_den[given, j] += 1
+            s_den[j] += 1
+            if given == major:
+                r_num[major, j] += 1
+                s_num[j] += 1
+            else:
+                u_num[given, j] += 1
+    assert np.allclose(res.R_.to_numpy(), r_num / r_den, equal_nan=True)
+    assert np.allclose(res.U_.to_numpy(), u_num / u_den, equal_nan=True)
+    assert np.allclose(res.majority_share_.to_numpy(), s_num / s_den)
+    assert res.n_majority_items_ == n_items
+
+
+def test_opela_plurality_ties_follow_the_documented_random_keys():
+    # items with four labels tied 2-2 are decided by one uniform key per (item, class), drawn for
+    # every item in task order; the three-label items around them must not change the draw
+    items = {"a": {1: 0, 2: 1, 3: 2}, "t1": {1: 0, 2: 0, 3: 3, 4: 3}, "b": {1: 1, 2: 1, 3: 0},
+             "t2": {1: 2, 2: 4, 3: 4, 4: 2}}
+    res = OpelaResolver(seed=9).fit(long(items), 5)
+    keys = np.random.default_rng(9).random((4, 5))
+    assert res.labels_["t1"] == (0 if keys[1, 0] > keys[1, 3] else 3)
+    assert res.labels_["t2"] == (2 if keys[3, 2] > keys[3, 4] else 4)
+    assert res.branches_[["t1", "t2"]].eq("random").all()
+
+
+@pytest.mark.parametrize("bit_generator", [np.random.PCG64, np.random.MT19937])
+def test_skipped_tie_draws_move_the_generator_as_drawing_would(bit_generator):
+    from psyattrs.labels.aggregate import _argmax_random
+
+    counts = np.array([[3, 0, 0], [0, 2, 1], [1, 1, 1]])
+    skipped, drawn = np.random.Generator(bit_generator(3)), np.random.Generator(bit_generator(3))
+    winners, tied = _argmax_random(counts, skipped, needed=np.array([True, True, False]))
+    drawn.random(counts.shape)
+    assert winners[:2].tolist() == [0, 1] and tied.tolist() == [False, False, True]
+    assert skipped.random(4).tolist() == drawn.random(4).tolist()

@@ -47,6 +47,18 @@ def test_parse_label_column_numeric_input():
     assert bad.tolist() == [False, False, False, True, True]
 
 
+@pytest.mark.parametrize("dtype", ["int64", "int8", "uint64"])
+def test_parse_label_column_integer_input(dtype):
+    # one pass over an integer column: negative numbers and numbers past the last class are bad
+    raw = [0, 4, 2] + ([5, -1] if dtype != "uint64" else [5, 2**63 + 1])
+    source = pd.Series(np.array(raw, dtype=dtype))
+    labels, bad = parse_label_column(source, OPELA["empathy"])
+    assert labels.dtype == "Int64" and labels.isna().tolist() == [False, False, False, True, True]
+    assert labels.dropna().tolist() == [0, 4, 2] and bad.tolist() == [False, False, False, True, True]
+    labels, bad = parse_label_column(pd.Series(np.array([0, 4, 2], dtype=dtype)), OPELA["empathy"])
+    assert labels.tolist() == [0, 4, 2] and not bad.any()
+
+
 def test_parse_flag():
     flags, bad = parse_flag(pd.Series(["1", "0", "", "true", "2", "yes?"], dtype=object))
     assert flags.tolist() == [True, False, False, True, False, False]
@@ -265,3 +277,30 @@ def test_cli_validate_as_a_subprocess_shows_no_traceback(tmp_path):
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
     assert out.stderr.strip() == f"psyattrs: error: {path}, row 1: malformed CSV: a quoted cell is never closed"
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        pd.Series([0, 2, 2, None, 1, 7, None], dtype="Int64"),  # the readers' type, with gaps
+        pd.Series([0, 2, 2, 1, 7]),  # numpy integers, no gaps
+        pd.Series([0.0, 2.0, 2.0, np.nan, 1.0, 7.0]),  # floats: counted by value
+        pd.Series(["0", "2", "2", None, "1", "7"], dtype=object),  # text
+    ],
+)
+def test_class_counts_and_gaps_of_any_label_column(values):
+    from psyattrs.data.validate import _class_counts
+
+    counts, missing = _class_counts(values, [0, 1, 2])
+    assert counts == {"0": 1, "1": 1, "2": 2}  # 7 is no class: not counted
+    assert missing == int(values.isna().sum())
+    assert _class_counts(values, [-1, 0, 2]) == ({"-1": 0, "0": 1, "2": 2}, missing)
+
+
+def test_context_only_counts_rows_without_any_label():
+    from psyattrs.data.validate import _count_unlabelled
+
+    table = pd.DataFrame({"a": pd.array([1, None, None, 0], dtype="Int64"), "b": pd.array([None, None, 1, None], dtype="Int64")})
+    assert _count_unlabelled(table, ["a", "b"]) == 1
+    assert _count_unlabelled(table.assign(b=pd.array([1, 0, 1, 1], dtype="Int64")), ["a", "b"]) == 0
+    assert _count_unlabelled(table, []) == 4

@@ -106,13 +106,15 @@ def build_sentence_corpus(
     """
     n_read = len(df)
     checked = check_utterances(df, schema, person_types=person_types, check_labels=check_labels)
-    df["doc_id"] = df["doc_id"].astype(str).where(df["doc_id"].notna(), "")
+    doc = df["doc_id"].astype(str)
+    df["doc_id"] = doc.where(df["doc_id"].notna(), "") if doc.hasnans else doc
     for col, labels in checked.labels.items():
         df[col] = labels
     df["is_pause"] = checked.is_pause
     if "position" in df:
         df = df.rename(columns={"position": "position_in_file"})
-    df["position"] = df.groupby("doc_id", sort=False).cumcount()
+    codes = pd.Series(pd.factorize(df["doc_id"], sort=False)[0], index=df.index)
+    df["position"] = codes.groupby(codes.to_numpy(), sort=False).cumcount()  # integer codes group faster than text
     _set_turn(df)
     if "persona" not in df:
         df["persona"] = persona_of(df)
@@ -141,8 +143,11 @@ def _set_turn(df: pd.DataFrame) -> None:
     turn = pd.to_numeric(raw, errors="coerce")
     whole = turn.notna() & (turn % 1 == 0)
     df["turn"] = pd.array(np.where(whole, turn, np.nan), dtype="Float64").astype("Int64")
-    text = raw.astype(str).str.strip().where(raw.notna(), "")
-    if ((text != "") & ~whole).any():
+    if pd.api.types.is_numeric_dtype(raw.dtype) and not pd.api.types.is_bool_dtype(raw.dtype):
+        filled = raw.notna()  # a number's text is never empty
+    else:
+        filled = raw.astype(str).str.strip().where(raw.notna(), "") != ""
+    if (filled & ~whole).any():
         return
     del df["turn_notation"]
 
@@ -156,12 +161,16 @@ def persona_of(df: pd.DataFrame) -> pd.Series:
     codes, docs = pd.factorize(df["doc_id"].astype(str))
     names = np.array([d.split("_", 1)[0] for d in docs], dtype=object)  # one per conversation
     if "person_name" in df and "person_type" in df:
-        person = df["person_name"].astype(str).where(df["person_name"].notna(), "").str.strip()
-        rows = np.flatnonzero(((df["person_type"].astype(str) == "persona") & (person != "")).to_numpy())
-        if len(rows):
-            first_rows = pd.Series(rows).groupby(codes[rows], sort=False).first()
-            names[first_rows.index.to_numpy()] = person.to_numpy(dtype=object)[first_rows.to_numpy()]
-    return pd.Series(names[codes] if len(codes) else [], index=df.index, dtype=object).astype(str)
+        candidates = (df["person_type"].astype(str) == "persona") & df["person_name"].notna()
+        rows = np.flatnonzero(candidates.to_numpy())
+        person = df["person_name"].iloc[rows].astype(str).str.strip()
+        named = np.flatnonzero((person != "").to_numpy())
+        if len(named):
+            first_codes, first = np.unique(codes[rows[named]], return_index=True)  # rows ascend: the first of each
+            names[first_codes] = person.iloc[named[first]].to_numpy(dtype=object)
+    if not len(codes):
+        return pd.Series([], index=df.index, dtype=object).astype(str)
+    return pd.Series(pd.array(names, dtype=str).take(codes), index=df.index)
 
 
 def conversation_table(utterances: pd.DataFrame) -> pd.DataFrame:

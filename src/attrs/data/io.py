@@ -449,9 +449,10 @@ def parse_label_column(values: pd.Series, head: Head) -> tuple[pd.Series, pd.Ser
     n_classes = head.n_classes
     dtype = values.dtype
     if pd.api.types.is_integer_dtype(dtype) and not isinstance(dtype, pd.api.extensions.ExtensionDtype):
-        arr = values.to_numpy()
-        missing = np.zeros(len(arr), dtype=bool)
-        in_classes = (arr >= 0) & (arr < n_classes)
+        arr = values.to_numpy().astype(np.int64, copy=False)
+        in_classes = arr.view(np.uint64) < n_classes  # one pass: a negative number wraps to a huge one
+        bad = ~in_classes
+        ints = np.where(in_classes, arr, 0) if bad.any() else arr.copy()
     else:
         if pd.api.types.is_bool_dtype(dtype):
             num_series = values.astype("Float64")
@@ -467,10 +468,11 @@ def parse_label_column(values: pd.Series, head: Head) -> tuple[pd.Series, pd.Ser
         missing = missing_series.to_numpy(dtype=bool)
         with np.errstate(invalid="ignore"):
             in_classes = (arr >= 0) & (arr < n_classes) & (arr == np.floor(arr))
-    bad = ~missing & ~in_classes
-    ints = np.where(in_classes, arr, 0).astype("int64")
-    labels = pd.arrays.IntegerArray(ints, ~in_classes)
-    return pd.Series(labels, index=values.index, name=values.name), pd.Series(bad, index=values.index)
+        bad = ~missing & ~in_classes
+        ints = np.where(in_classes, arr, 0).astype("int64")
+    labels = pd.arrays.IntegerArray(ints, ~in_classes)  # both arrays are new: the Series need not copy them
+    return (pd.Series(labels, index=values.index, name=values.name, copy=False),
+            pd.Series(bad, index=values.index, copy=False))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -49,6 +49,8 @@ BASE_COLUMNS: tuple[str, ...] = (
     "is_pause",
     "text",
 )
+_STR_DTYPE = pd.Series([], dtype=str).dtype
+"""The dtype `astype(str)` gives (pandas' default text dtype)."""
 _STR_COLUMNS = ("doc_id", "sent_id", "person_type", "person_name", "person_id", "persona", "time", "text")
 _LABELER_COLUMN = re.compile(r"^labeler(\d+)_([a-z][a-z0-9]*)$")
 
@@ -100,11 +102,12 @@ def normalize_table(df: pd.DataFrame, schema: Schema = OPELA) -> pd.DataFrame:
     row order within `doc_id` when absent; `sent_id` from `doc_id` and position. Label columns of
     the schema's heads become nullable Int64. Other columns pass through unchanged.
     """
-    out = df.copy()
+    out = df.copy(deep=False)  # copy-on-write: nothing done to `out` reaches `df`
     n = len(out)
     if "doc_id" not in out:
         raise ValueError("an utterance table needs a 'doc_id' column")
-    out["doc_id"] = out["doc_id"].astype(str)
+    if out["doc_id"].dtype != _STR_DTYPE:
+        out["doc_id"] = out["doc_id"].astype(str)
     if "position" not in out:
         out["position"] = out.groupby("doc_id", sort=False).cumcount()
     out["position"] = out["position"].astype("int64")
@@ -113,20 +116,24 @@ def normalize_table(df: pd.DataFrame, schema: Schema = OPELA) -> pd.DataFrame:
     for col in _STR_COLUMNS:
         if col not in out:
             out[col] = ""
-        out[col] = out[col].fillna("").astype(str)
+        if out[col].dtype != _STR_DTYPE or out[col].hasnans:  # a text column without gaps is already right
+            out[col] = out[col].fillna("").astype(str)
     if "turn" not in out:
         out["turn"] = pd.array([pd.NA] * n, dtype="Int64")
-    out["turn"] = pd.to_numeric(out["turn"], errors="coerce").astype("Int64")
+    if out["turn"].dtype != "Int64":
+        out["turn"] = pd.to_numeric(out["turn"], errors="coerce").astype("Int64")
     if "is_pause" not in out:
         out["is_pause"] = False
-    out["is_pause"] = out["is_pause"].fillna(False).astype(int).astype(bool)
+    if out["is_pause"].dtype != bool:
+        out["is_pause"] = out["is_pause"].fillna(False).astype(int).astype(bool)
     heads = set(schema.head_names)
+    dtypes = out.dtypes
     for col in out.columns:
         m = _LABELER_COLUMN.match(col)
         is_label = (m and m.group(2) in heads) or col in {final_column(h) for h in heads} | {
             true_column(h) for h in heads
         }
-        if is_label:
+        if is_label and dtypes[col] != "Int64":
             out[col] = pd.to_numeric(out[col], errors="coerce").astype("Int64")
     ordered = list(BASE_COLUMNS) + [c for c in out.columns if c not in BASE_COLUMNS]
     return out[ordered].reset_index(drop=True)

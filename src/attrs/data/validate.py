@@ -197,10 +197,10 @@ def check_utterances(
 
     labels: dict[str, pd.Series] = {}
     for col, head_name in (label_columns_of(df.columns, schema) if check_labels else {}).items():
-        head = schema[head_name]
-        parsed, bad = parse_label_column(df[col], head)
+        head, values = schema[head_name], df[col]
+        parsed, bad = parse_label_column(values, head)
         labels[col] = parsed
-        found.add(bad, _describe(df[col], f"{col} ", f" is not one of {head.values}"), col)
+        found.add(bad, _describe(values, f"{col} ", f" is not one of {head.values}"), col)
 
     text = df["text"]
     empty_text = text.isna() | (text.astype(str).str.strip() == "")
@@ -208,8 +208,10 @@ def check_utterances(
 
     if "sent_id" in df:
         sent = df["sent_id"].astype(str).where(df["sent_id"].notna(), "")
-        found.add(sent.str.strip() == "", "empty sent_id", "sent_id")
-        dup = sent.duplicated(keep="first") & (sent.str.strip() != "")
+        blank = sent.str.strip() == ""
+        found.add(blank, "empty sent_id", "sent_id")
+        repeats = sent.nunique(dropna=False) < len(sent) if len(sent) else False  # cheaper than `duplicated`
+        dup = sent.duplicated(keep="first") & ~blank if repeats else np.zeros(len(sent), dtype=bool)
         if dup.any():
             first_row = pd.Series(np.arange(len(df)) + 1, index=df.index).groupby(sent).transform("min")
 
@@ -395,26 +397,24 @@ def summarize(corpus: Corpus) -> dict[str, Any]:
         entry: dict[str, Any] = {}
         final = final_column(head.name)
         if final in labelled:
-            entry["final"] = _class_counts(labelled[final], head.values)
-            entry["final_missing"] = int(labelled[final].isna().sum())
+            entry["final"], entry["final_missing"] = _class_counts(labelled[final], head.values)
         per_labeler = {}
         for k in ks:
             col = f"labeler{k}_{head.name}"
             if col in labelled:
-                per_labeler[str(k)] = {
-                    "counts": _class_counts(labelled[col], head.values),
-                    "missing": int(labelled[col].isna().sum()),
-                }
+                counts, missing = _class_counts(labelled[col], head.values)
+                per_labeler[str(k)] = {"counts": counts, "missing": missing}
         if per_labeler:
             entry["labelers"] = per_labeler
         if corpus.annotations is not None:
             part = corpus.annotations[corpus.annotations["head"] == head.name]
-            entry["ratings"] = _class_counts(part["label"], head.values)
+            entry["ratings"] = _class_counts(part["label"], head.values)[0]
         heads[head.name] = entry
     summary["heads"] = heads
-    label_cols = [c for c in labelled.columns if c in _all_label_columns(labelled.columns, schema)]
+    all_labels = _all_label_columns(labelled.columns, schema)
+    label_cols = [c for c in labelled.columns if c in all_labels]
     if corpus.label_sequences is None and label_cols:
-        summary["context_only"] = int(utt[label_cols].isna().all(axis=1).sum())
+        summary["context_only"] = _count_unlabelled(utt, label_cols)
     if corpus.format == "public":
         summary.update(_public_summary(corpus))
     if corpus.annotations is not None:
@@ -440,13 +440,31 @@ def _annotation_summary(corpus: Corpus) -> dict[str, Any]:
     return out
 
 
+def _count_unlabelled(table: pd.DataFrame, label_cols: list[str]) -> int:
+    """Rows of `table` with every one of `label_cols` empty (none when some column has no gap)."""
+    unlabelled = np.ones(len(table), dtype=bool)
+    for col in label_cols:
+        values = table[col]
+        if not values.hasnans:
+            return 0
+        unlabelled &= values.isna().to_numpy()
+    return int(unlabelled.sum())
+
+
 def _all_label_columns(columns: Iterable[str], schema: Schema) -> set[str]:
     return {c for c in label_columns_of(columns, schema) if not c.startswith("true_")}
 
 
-def _class_counts(values: pd.Series, classes: list[int]) -> dict[str, int]:
+def _class_counts(values: pd.Series, classes: list[int]) -> tuple[dict[str, int], int]:
+    """({class: count}, number of missing cells) of one label column."""
+    missing = int(values.isna().sum())
+    if pd.api.types.is_integer_dtype(values.dtype) and min(classes, default=0) >= 0:
+        ints = values.to_numpy(dtype="int64", na_value=-1)  # whole numbers already: count without hashing
+        top = max(classes, default=0)
+        n = np.bincount(ints[(ints >= 0) & (ints <= top)], minlength=top + 1)
+        return {str(c): int(n[c]) for c in classes}, missing
     counts = values.dropna().astype("int64").value_counts()
-    return {str(c): int(counts.get(c, 0)) for c in classes}
+    return {str(c): int(counts.get(c, 0)) for c in classes}, missing
 
 
 def _public_summary(corpus: Corpus) -> dict[str, Any]:

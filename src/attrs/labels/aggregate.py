@@ -26,6 +26,7 @@ The table-level functions (`resolve_final_labels`, `compare_with_final`) live in
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Sequence
 
 import numpy as np
@@ -47,15 +48,39 @@ _EPS = 1e-12
 
 @dataclass(frozen=True)
 class _Encoded:
-    """A validated long table as integer codes: task t[i], worker w[i], label y[i]."""
+    """A validated long table as integer codes: task t[i], worker w[i], label y[i].
+
+    When every worker rated every task, `grid` holds the labels as a (n_tasks, n_workers) array
+    (workers in order) and t, w, y are derived from it only when asked for, in the order of
+    `grid_order` (the grid column of each rating within a task: the order the ratings came in).
+    """
 
     tasks: pd.Index
     workers: pd.Index
-    t: np.ndarray
-    w: np.ndarray
-    y: np.ndarray
     n_classes: int
+    codes: "tuple[np.ndarray, np.ndarray, np.ndarray] | None" = None  # (t, w, y)
+    grid: "np.ndarray | None" = None
+    grid_order: "np.ndarray | None" = None
     task_major: bool = False  # the ratings are already ordered by task, then worker
+
+    @cached_property
+    def _ratings(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self.codes is not None:
+            return self.codes
+        n, m = self.grid.shape
+        return np.repeat(np.arange(n), m), np.tile(self.grid_order, n), self.grid[:, self.grid_order].ravel()
+
+    @property
+    def t(self) -> np.ndarray:
+        return self._ratings[0]
+
+    @property
+    def w(self) -> np.ndarray:
+        return self._ratings[1]
+
+    @property
+    def y(self) -> np.ndarray:
+        return self._ratings[2]
 
     @property
     def n_tasks(self) -> int:
@@ -65,10 +90,26 @@ class _Encoded:
     def n_workers(self) -> int:
         return len(self.workers)
 
+    def ratings_per_task(self) -> np.ndarray:
+        """How many workers rated each task, shape (n_tasks,)."""
+        if self.grid is not None:
+            return np.full(self.n_tasks, self.n_workers, dtype=np.int64)
+        return np.bincount(self.t, minlength=self.n_tasks)
+
     def vote_counts(self) -> np.ndarray:
         """Votes per task and class, shape (n_tasks, n_classes)."""
         k = self.n_classes
         return np.bincount(self.t * k + self.y, minlength=self.n_tasks * k).reshape(self.n_tasks, k)
+
+    def vote_columns(self) -> np.ndarray:
+        """`vote_counts` stored class by class: a (n_tasks, n_classes) view of a (n_classes,
+        n_tasks) array, so that per-class passes (`_argmax_random`) read contiguous memory."""
+        n = self.n_tasks
+        if self.grid is not None:  # worker by worker: label * n + task, without the per-rating codes
+            cells = (self.grid.T * n + np.arange(n)).ravel()
+        else:
+            cells = self.y * n + self.t
+        return np.bincount(cells, minlength=n * self.n_classes).reshape(self.n_classes, n).T
 
 
 def _first(values: Sequence, n: int = 5) -> str:
@@ -116,60 +157,87 @@ def _encode(labels: pd.DataFrame, n_classes: int) -> _Encoded:
     return _Encoded(
         tasks=pd.Index(tasks, name="task"),
         workers=pd.Index(workers, name="worker"),
-        t=np.asarray(t, dtype=np.int64),
-        w=np.asarray(w, dtype=np.int64),
-        y=numeric.to_numpy(dtype=np.int64),
         n_classes=int(n_classes),
+        codes=(np.asarray(t, dtype=np.int64), np.asarray(w, dtype=np.int64), numeric.to_numpy(dtype=np.int64)),
     )
 
 
 def _encode_matrix(matrix: np.ndarray, ids: Sequence[int], n_classes: int) -> _Encoded:
     """Integer codes of a dense, already checked rating matrix (NaN = not rated)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    order = np.argsort(ids, kind="stable")
+    workers = pd.Index(ids[order], name="worker")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
     rated = ~np.isnan(matrix)
+    if rated.all():  # every labeler rated every row: the labels as a grid, workers in order
+        return _Encoded(
+            tasks=pd.Index(np.arange(len(matrix)), dtype=np.int64, name="task"),
+            workers=workers,
+            n_classes=int(n_classes),
+            grid=matrix[:, order].astype(np.int64),
+            grid_order=rank,
+            task_major=bool(np.all(np.diff(ids) > 0)),
+        )
     rows, cols = np.nonzero(rated)  # row-major: by task, then worker
     any_rated = np.zeros(len(matrix), dtype=bool)
     any_rated[rows] = True
-    tasks = np.flatnonzero(any_rated)
-    t = np.cumsum(any_rated) - 1
-    ids = np.asarray(ids, dtype=np.int64)
-    order = np.argsort(ids, kind="stable")
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
     return _Encoded(
-        tasks=pd.Index(tasks.astype(np.int64), name="task"),
-        workers=pd.Index(ids[order], name="worker"),
-        t=t[rows].astype(np.int64),
-        w=rank[cols],
-        y=matrix[rows, cols].astype(np.int64),
+        tasks=pd.Index(np.flatnonzero(any_rated), dtype=np.int64, name="task"),
+        workers=workers,
         n_classes=int(n_classes),
+        codes=((np.cumsum(any_rated) - 1)[rows], rank[cols], matrix[rows, cols].astype(np.int64)),
         task_major=bool(np.all(np.diff(ids) > 0)),  # columns in worker order: rows stay by task, then worker
     )
 
 
-def _argmax_random(counts: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Per row the column of the maximum, ties broken uniformly at random; also which rows tied."""
-    keys = rng.random(counts.shape)  # drawn for every row, so the stream does not depend on the ties
-    columns = np.ascontiguousarray(counts.T)  # K is small: column-wise passes beat row-wise reductions
-    top = columns.max(axis=0)
-    n_top = np.zeros(len(top), dtype=np.int64)
-    winners = np.full(len(top), -1, dtype=np.int64)
-    for c in range(columns.shape[0]):
-        at_top = columns[c] == top
-        n_top += at_top
-        winners[at_top & (winners < 0)] = c
-    tied = n_top > 1
-    if tied.any():
-        tied_keys = np.where(counts[tied] == top[tied, None], keys[tied], -1.0)
-        winners[tied] = tied_keys.argmax(axis=1)
+def _argmax_random(
+    counts: np.ndarray, rng: np.random.Generator, *, needed: "np.ndarray | None" = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per row the column of the maximum, ties broken uniformly at random; also which rows tied.
+
+    The random keys are one draw per cell of `counts`, whether or not a row ties, so the stream
+    after this call does not depend on the ties. `needed` (bool per row, None = all) marks the rows
+    whose tie-break the caller keeps; a tied row outside it gets its first top column. When no
+    needed row ties, the draws are skipped and the stream moved on as if they had been made.
+    """
+    if counts.shape[1] == 2:  # two classes: one comparison each
+        first, second = counts[:, 0], counts[:, 1]
+        top, winners, tied = np.maximum(first, second), (second > first).astype(np.int64), first == second
+    else:
+        columns = np.ascontiguousarray(counts.T)  # K is small: column-wise passes beat row-wise reductions
+        top = columns.max(axis=0)
+        n_top = np.zeros(len(top), dtype=np.int64)
+        winners = np.full(len(top), -1, dtype=np.int64)
+        for c in range(columns.shape[0]):
+            at_top = columns[c] == top
+            n_top += at_top
+            winners[at_top & (winners < 0)] = c
+        tied = n_top > 1
+    drawn = tied if needed is None else tied & needed
+    if drawn.any():
+        keys = rng.random(counts.shape)
+        tied_keys = np.where(counts[drawn] == top[drawn, None], keys[drawn], -1.0)
+        winners[drawn] = tied_keys.argmax(axis=1)
+    else:
+        _skip_draws(rng, counts.size)
     return winners, tied
 
 
+def _skip_draws(rng: np.random.Generator, n: int) -> None:
+    """Moves `rng` on exactly as `rng.random(n)` would (one 64-bit step per double), without drawing."""
+    if type(rng.bit_generator) is np.random.PCG64:  # the generator of np.random.default_rng
+        rng.bit_generator.advance(n)
+    else:
+        rng.random(n)
+
+
 def _proba_frame(p: np.ndarray, tasks: pd.Index) -> pd.DataFrame:
-    return pd.DataFrame(p, index=tasks, columns=pd.RangeIndex(p.shape[1], name="label"))
+    return pd.DataFrame(p, index=tasks, columns=pd.RangeIndex(p.shape[1], name="label"), copy=False)  # p is new
 
 
 def _label_series(labels: np.ndarray, tasks: pd.Index) -> pd.Series:
-    return pd.Series(np.asarray(labels, dtype=np.int64), index=tasks, name="agg_label")
+    return pd.Series(np.array(labels, dtype=np.int64), index=tasks, name="agg_label", copy=False)
 
 
 class Aggregator:
@@ -281,55 +349,61 @@ class OpelaResolver(Aggregator):
 
     def _fit(self, enc: _Encoded) -> "OpelaResolver":
         rng = np.random.default_rng(self.seed)
-        counts = enc.vote_counts()
-        winners, tied = _argmax_random(counts, rng)
+        counts = enc.vote_columns()
+        per_task = enc.ratings_per_task()  # faster than a row sum of counts
+        multi = enc.n_classes > 2  # then items with three labels follow (a)/(b), not their plurality
+        winners, tied = _argmax_random(counts, rng, needed=per_task != 3 if multi else None)
         branches = np.where(tied, _BRANCH["random"], _BRANCH["majority"]).astype(np.int8)
         self.R_ = self.U_ = self.majority_share_ = None
         self.n_majority_items_ = 0
-        if enc.n_classes > 2:
-            self._resolve_three(enc, counts, winners, branches, rng)
+        if multi:
+            self._resolve_three(enc, tied, per_task, winners, branches, rng)
         self.labels_ = _label_series(winners, enc.tasks)
-        self.probas_ = _proba_frame(np.eye(enc.n_classes)[winners], enc.tasks)
-        self.branches_ = pd.Series(
-            pd.Categorical.from_codes(branches, categories=list(BRANCHES)), index=enc.tasks, name="branch"
-        )
+        self._n_classes, self._branch_codes = enc.n_classes, branches
         return self
 
+    @property
+    def probas_(self) -> pd.DataFrame:
+        """One-hot of `labels_` (index = task, columns 0..K-1), built when asked for."""
+        return _proba_frame(np.eye(self._n_classes)[self.labels_.to_numpy()], self.labels_.index)
+
+    @property
+    def branches_(self) -> pd.Series:
+        """What decided each item (index = task), built when asked for."""
+        codes = pd.Categorical.from_codes(self._branch_codes, categories=list(BRANCHES))
+        return pd.Series(codes, index=self.labels_.index, name="branch")
+
     def _resolve_three(
-        self, enc: _Encoded, counts: np.ndarray, winners: np.ndarray, branches: np.ndarray, rng: np.random.Generator
+        self,
+        enc: _Encoded,
+        tied: np.ndarray,
+        per_task: np.ndarray,
+        winners: np.ndarray,
+        branches: np.ndarray,
+        rng: np.random.Generator,
     ) -> None:
         """Applies (a)/(b) to the items with exactly three labels; updates winners and branches."""
-        per_task = counts.sum(axis=1)
         three = np.flatnonzero(per_task == 3)
-        y, w = enc.y, enc.w
-        if not enc.task_major:
-            order = np.lexsort((enc.w, enc.t))  # by task, then worker
-            y, w = y[order], w[order]
-        if len(three) == len(per_task) and len(y) == 3 * len(three):  # every item has three labels
-            given, who = y.reshape(-1, 3), w.reshape(-1, 3)
-        else:
-            starts = np.concatenate(([0], np.cumsum(per_task)[:-1]))
-            pos = starts[three][:, None] + np.arange(3)
-            given = y[pos]  # (n_three, 3) classes
-            who = w[pos]  # (n_three, 3) worker codes
-        agree = counts[three].max(axis=1) >= 2
+        given, who = _three_labels(enc, per_task, three)
+        every = len(three) == len(per_task)
+        agree = ~(tied if every else tied[three])  # three labels tie only when all three differ
         k, n_w = enc.n_classes, enc.n_workers
 
-        a_given, a_who, a_major = given[agree], who[agree], winners[three][agree]
-        in_major = (a_given == a_major[:, None]).ravel()
-        who_flat = a_who.ravel()
-        r_cell = (a_major[:, None] * n_w + a_who).ravel()
-        u_cell = (a_given * n_w + a_who).ravel()
-        r_num = np.bincount(r_cell[in_major], minlength=k * n_w)
-        r_den = np.bincount(r_cell, minlength=k * n_w)
-        u_num = np.bincount(u_cell[~in_major], minlength=k * n_w)
-        u_den = np.bincount(u_cell, minlength=k * n_w)
-        s_num = np.bincount(who_flat[in_major], minlength=n_w)
-        s_den = np.bincount(who_flat, minlength=n_w)
+        # (a) items: each rating is a hit (the worker gave the majority class) or a miss; counted by
+        # (given class, worker) in one pass, and the misses once more by (majority class, worker);
+        # the ratings of the items whose three labels differ go to one extra bin, left out
+        major = winners if every else winners[three]
+        miss = given != major[:, None]
+        code = (given * n_w + who) * 2 + miss
+        code[~agree] = 2 * k * n_w
+        by_given = np.bincount(code.ravel(), minlength=2 * k * n_w + 1)[:-1].reshape(k, n_w, 2)
+        hit, miss_given = by_given[..., 0], by_given[..., 1]
+        missed = miss & agree[:, None]
+        miss_major = np.bincount((major[:, None] * n_w + who)[missed], minlength=k * n_w).reshape(k, n_w)
         with np.errstate(invalid="ignore", divide="ignore"):
-            R = (r_num / r_den).reshape(k, n_w)
-            U = (u_num / u_den).reshape(k, n_w)
-            share = s_num / s_den
+            R = hit / (hit + miss_major)  # of the (a) items with majority c that j rated, j gave c
+            U = miss_given / (hit + miss_given)  # of the (a) items in which j gave c, the majority was not c
+            share = hit.sum(axis=0) / (hit + miss_given).sum(axis=0)
         classes = pd.RangeIndex(k, name="class")
         self.R_ = pd.DataFrame(R, index=classes, columns=enc.workers)
         self.U_ = pd.DataFrame(U, index=classes, columns=enc.workers)
@@ -349,6 +423,21 @@ class OpelaResolver(Aggregator):
             label[i], branch[i] = rng.choice(c[i]), _BRANCH["random"]
         winners[three[differ]] = label
         branches[three[differ]] = branch
+
+
+def _three_labels(enc: _Encoded, per_task: np.ndarray, three: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(classes, worker codes) of the items `three` (those with three labels), each (n_three, 3)
+    in worker order."""
+    if enc.grid is not None and enc.n_workers == 3:  # every item has the same three labelers
+        return enc.grid, np.broadcast_to(np.arange(3), enc.grid.shape)
+    y, w = enc.y, enc.w
+    if not enc.task_major:
+        order = np.lexsort((enc.w, enc.t))  # by task, then worker
+        y, w = y[order], w[order]
+    if len(three) == len(per_task) and len(y) == 3 * len(three):  # every item has three labels
+        return y.reshape(-1, 3), w.reshape(-1, 3)
+    pos = (np.cumsum(per_task) - per_task)[three][:, None] + np.arange(3)  # each item's first rating on
+    return y[pos], w[pos]
 
 
 def _unique_best(values: np.ndarray) -> np.ndarray:

@@ -50,7 +50,10 @@ def label_values(df: pd.DataFrame, col: str, head: Head) -> np.ndarray:
             the 1-based row, its sent_id where known, how many such cells, and the allowed classes).
     """
     raw = df[col]
-    if pd.api.types.is_numeric_dtype(raw.dtype) and not pd.api.types.is_bool_dtype(raw.dtype):
+    if raw.dtype == "Int64":  # as the readers type label columns
+        values = raw.to_numpy(dtype=float, na_value=np.nan)
+        bad = ~np.isnan(values) & ~np.isin(values, head.values)
+    elif pd.api.types.is_numeric_dtype(raw.dtype) and not pd.api.types.is_bool_dtype(raw.dtype):
         values = raw.astype("Float64").to_numpy(dtype=float, na_value=np.nan)  # no text cells to check
         bad = ~np.isnan(values) & ~np.isin(values, head.values)
     else:
@@ -146,12 +149,15 @@ def resolve_final_labels(
 
 def _resolve_head(df: pd.DataFrame, head: Head, method: str, seed: int) -> pd.arrays.IntegerArray:
     matrix, ids = rated_matrix(df, head)
+    if np.isnan(matrix).all():
+        return pd.arrays.IntegerArray(np.zeros(len(df), dtype=np.int64), np.ones(len(df), dtype=bool))
+    pred = make_aggregator(method, seed=seed).fit_matrix(matrix, ids, head.n_classes).labels_
+    if len(pred) == len(df):  # every row is a task (the tasks are the rated rows, ascending)
+        return pd.arrays.IntegerArray(pred.to_numpy(dtype=np.int64, copy=True), np.zeros(len(df), dtype=bool))
     values = np.zeros(len(df), dtype=np.int64)
     mask = np.ones(len(df), dtype=bool)
-    if not np.isnan(matrix).all():
-        pred = make_aggregator(method, seed=seed).fit_matrix(matrix, ids, head.n_classes).labels_
-        values[pred.index.to_numpy()] = pred.to_numpy()
-        mask[pred.index.to_numpy()] = False
+    values[pred.index.to_numpy()] = pred.to_numpy()
+    mask[pred.index.to_numpy()] = False
     return pd.arrays.IntegerArray(values, mask)
 
 
