@@ -273,6 +273,13 @@ def test_conversation_rounds_freeze_settled_and_cycling_readings():
     two, flip = [("p", 0, 1), ("u", 0, 1)], [("p", 0, 1), ("u", 0, 2)]
     assert loose.settle(0, [two]) == [] and loose.settle(1, [flip]) == [] and loose.settle(2, [flip]) == [0]
     assert loose.reason == ["flipping"]
+    ramped = _ConversationRounds(1, freeze_after=1, tol=0.5, ramp=4)  # round 1: 0.125, round 2: 0.25, ...
+    assert ramped.settle(0, [two]) == [] and ramped.settle(1, [flip]) == []  # half changed: above 0.125
+    assert ramped.settle(2, [two]) == [0] and ramped.reason == ["cycle"]  # back to round 0's reading
+    late = _ConversationRounds(1, freeze_after=1, tol=0.5, ramp=4)
+    readings = [two, flip] + [two[:1] + [("u", k, 1)] for k in (1, 2, 3)]  # each round: half the labels change
+    assert [late.settle(i, [p]) for i, p in enumerate(readings)] == [[], [], [], [], [0]]
+    assert late.reason == ["flipping"] and late.at == [4]  # tolerated from round 4 (0.5) on
     never = _ConversationRounds(1, freeze_after=0)
     assert all(never.settle(i, [a]) == [] for i in range(4)) and not never.all_frozen()
     with pytest.raises(ValueError, match="freeze_after"):

@@ -189,7 +189,7 @@ def align_public(
     previous: list[list[tuple]] | None = None
     previous_post: list[dict[tuple, float]] | None = None
     fits: list[Fit | None] = []
-    rounds = _ConversationRounds(len(convs), s.freeze_after, s.freeze_tol)
+    rounds = _ConversationRounds(len(convs), s.freeze_after, s.freeze_tol, s.freeze_ramp)
     for it in range(s.iterations + 1):
         started = time.perf_counter()
         last = it == s.iterations
@@ -261,15 +261,15 @@ class _ConversationRounds:
     """Which conversations have stopped changing, and why (`AlignSettings.freeze_after`).
 
     A conversation whose most probable units are the same in `freeze_after` consecutive rounds
-    has `settled`; one where at most `tol` of its labels changed unit in each of them is
-    `flipping` (a few near-tied readings flipping as the classifier is retrained on them); one
+    has `settled`; one where at most `tol` of its labels changed unit in each of them (the
+    tolerance growing linearly from 0 at round 0 to `tol` at round `ramp`) is `flipping` (a few near-tied readings flipping as the classifier is retrained on them); one
     whose units return to those of an earlier round that is not the last one is in a `cycle`.
     Each is frozen: its reading and training targets stay those of that round, so the rounds are a
     fixed-point iteration over the conversations still open, and stop when none is left.
     """
 
-    def __init__(self, n: int, freeze_after: int, tol: float = 0.0):
-        self.freeze_after, self.tol = freeze_after, tol
+    def __init__(self, n: int, freeze_after: int, tol: float = 0.0, ramp: int = 0):
+        self.freeze_after, self.tol, self.ramp = freeze_after, tol, ramp
         self.exact = [True] * n  # no label changed in the rounds counted by `still`
         self.reason: list[str] = ["open"] * n
         self.at: list[int] = [-1] * n
@@ -304,7 +304,7 @@ class _ConversationRounds:
             if seen and key in seen[:-1] and diff > 0:
                 self.reason[ci], self.at[ci] = "cycle", it
                 now.append(ci)
-            elif diff <= self.tol:
+            elif diff <= self.tol * (min(1.0, it / self.ramp) if self.ramp > 0 else 1.0):
                 self.still[ci] += 1
                 self.exact[ci] = self.exact[ci] and diff == 0
                 if self.still[ci] >= self.freeze_after:
