@@ -36,7 +36,7 @@ persona-grouped cross-validated macro-F1 of the classical model trained on each 
 `--subset N` aligns the gold conversations and N others only (faster, for development: the rounds
 learn from fewer conversations). Absent folder or rows: skipped, and the script says so.
 
-    .venv/bin/python benchmarks/align_benchmark.py [--dialogues 135] [--seeds 1] [--iterations 10]
+    .venv/bin/python benchmarks/align_benchmark.py [--dialogues 135] [--seeds 1] [--iterations 15]
     .venv/bin/python benchmarks/align_benchmark.py --skip-synthetic --gold ../shared/data/opela_gold_order
 
 Aims (issue 5): >= 95% of sentences with their true labels; aligned-trained model within 0.03
@@ -224,8 +224,8 @@ def real_part(iterations: int) -> None:
     print(f"aligned {len(ok)} of {len(rep)} conversations in {time.perf_counter() - started:.1f}s "
           f"({len(result.history)} rounds; the last changed the unit of {result.history['changed'].iloc[-1]:.1%} of the "
           f"labels and moved {result.history['moved'].iloc[-1]:.1%} of their posterior mass)")
-    print(f"the rounds stopped: {result.stopped} (cap: the round cap; converged: at most min_change of the labels "
-          f"changed unit or of their posterior mass moved)")
+    print(f"the rounds stopped: {result.stopped} (cap: the round cap; converged: every conversation frozen, or at "
+          f"most min_change of the labels changed unit or of their posterior mass moved); {_stops(result)}")
     for _, r in rep[rep["status"] != "aligned"].iterrows():
         print(f"  set aside: {r['doc_id']}: {r['reason']}")
     labelled = u[u["label_position"].notna()]
@@ -259,7 +259,7 @@ def real_part(iterations: int) -> None:
     print(f"{'mean':<9} {t:7.3f} {m:9.3f}")
 
 
-ISSUE5 = {"turn_shape": 0.0, "coherence": False, "exact_turns": False, "pause_rule": 0.0, "damping": 0.0}
+ISSUE5 = {"turn_shape": 0.0, "coherence": False, "exact_turns": False, "pause_rule": 0.0, "damping": 0.0, "freeze_after": 0}
 """The settings of issue 5 (ALIGN_VERSION 2) where today's defaults differ."""
 CONFIGS: dict[str, dict] = {
     "issue5": ISSUE5,
@@ -268,11 +268,13 @@ CONFIGS: dict[str, dict] = {
     "pause": {**ISSUE5, "pause_rule": 8.0},
     "coherence": {**ISSUE5, "coherence": True},
     "damped": {**ISSUE5, "damping": 0.5},
-    "all": {"turn_shape": 8.0, "exact_turns": True, "pause_rule": 8.0, "coherence": True, "damping": 0.5},
+    "all": {"turn_shape": 8.0, "exact_turns": True, "pause_rule": 8.0, "coherence": True, "damping": 0.5, "freeze_after": 0},
+    "v3": {"freeze_after": 0},
     "defaults": {},
 }
 """The configurations of the gold part: overrides of `AlignSettings` (issue5: the settings of issue 5;
-each new source of evidence alone on top of them; all of them; defaults: `AlignSettings()` as it is)."""
+each new source of evidence alone on top of them; all of them; v3: the defaults of ALIGN_VERSION 3, whose
+rounds froze no conversation; defaults: `AlignSettings()` as it is)."""
 
 
 def _cv(labelled: pd.DataFrame) -> tuple[dict[str, float], dict[str, float]]:
@@ -338,6 +340,8 @@ def gold_part(gold_dir: Path, iterations: int, configs: list[str], subset: int |
         high = a["confidence"] >= 0.9
         h = result.history
         stop = f"{result.stopped} after round {int(h['iteration'].iloc[-1])}"
+        print(f"  {name}: conversations by how their rounds stopped: {_stops(result)}; gold ones: "
+              + ", ".join(f"{d} {r}" for d, r in result.report.set_index("doc_id")["rounds_stop"].reindex(list(gold)).items()))
         extra[name] = {"seconds": seconds, "stop": stop, "last_changed": float(h["changed"].iloc[-1]),
                        "conf>=0.9 share": float(high.mean()), "conf>=0.9 right": float(a.loc[high, "right"].mean()),
                        "conf<0.9 right": float(a.loc[~high, "right"].mean()), **_shape(result)}
@@ -363,6 +367,17 @@ def gold_part(gold_dir: Path, iterations: int, configs: list[str], subset: int |
         print(df.to_string(float_format=lambda x: f"{x:.3f}"))
 
 
+def _stops(result) -> str:
+    """How the aligned conversations' rounds stopped (`rounds_stop`: settled, flipping, cycle, open), with the
+    rounds they froze at."""
+    rep = result.report[result.report["status"] == "aligned"]
+    parts = []
+    for reason, g in rep.groupby("rounds_stop"):
+        at = g["frozen_round"].dropna()
+        parts.append(f"{len(g)} {reason}" + (f" (rounds {int(at.min())}-{int(at.max())})" if len(at) else ""))
+    return ", ".join(parts)
+
+
 def _subset(corpus, keep: set[str]):
     from dataclasses import replace
 
@@ -376,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dialogues", type=int, default=135, help="synthetic conversations (default 135, as the real rows)")
     parser.add_argument("--seeds", type=int, default=1, help="synthetic corpora, seeds 1..N (default 1)")
-    parser.add_argument("--iterations", type=int, default=10, help="classifier rounds at most (default 10)")
+    parser.add_argument("--iterations", type=int, default=15, help="classifier rounds at most (default 15, as AlignSettings)")
     parser.add_argument("--reference", type=int, default=500, metavar="N",
                         help="also align with a classifier trained on N other synthetic conversations of known order "
                         "(default 500; 0 = skip)")

@@ -256,3 +256,46 @@ def test_the_rounds_say_how_they_stopped_and_damping_is_validated(tmp_path):
     for bad in (1.0, -0.1, True):
         with pytest.raises(ValueError, match="damping"):
             AlignSettings(damping=bad)
+
+
+def test_conversation_rounds_freeze_settled_and_cycling_readings():
+    from psyattrs.align.reconstruct import _ConversationRounds
+
+    rounds = _ConversationRounds(3, freeze_after=2)
+    a, b, c = [("p", 0, 1)], [("u", 0, 1)], [("u", 1, 2)]
+    assert rounds.settle(0, [a, a, a]) == []
+    assert rounds.settle(1, [a, b, b]) == []  # conversation 0 unchanged once: still open
+    assert rounds.settle(2, [a, a, b]) == [0, 1]  # 0 settled (twice unchanged); 1 is back to round 0's reading
+    assert [rounds.reason[i] for i in range(3)] == ["settled", "cycle", "open"] and rounds.at[:2] == [2, 2]
+    assert rounds.settle(3, [b, c, b]) == [2]  # frozen conversations are not looked at again
+    assert rounds.all_frozen() and rounds.n_frozen() == 3
+    loose = _ConversationRounds(1, freeze_after=2, tol=0.5)  # at most half of the labels may change
+    two, flip = [("p", 0, 1), ("u", 0, 1)], [("p", 0, 1), ("u", 0, 2)]
+    assert loose.settle(0, [two]) == [] and loose.settle(1, [flip]) == [] and loose.settle(2, [flip]) == [0]
+    assert loose.reason == ["flipping"]
+    ramped = _ConversationRounds(1, freeze_after=1, tol=0.5, ramp=4)  # round 1: 0.125, round 2: 0.25, ...
+    assert ramped.settle(0, [two]) == [] and ramped.settle(1, [flip]) == []  # half changed: above 0.125
+    assert ramped.settle(2, [two]) == [0] and ramped.reason == ["cycle"]  # back to round 0's reading
+    late = _ConversationRounds(1, freeze_after=1, tol=0.5, ramp=4)
+    readings = [two, flip] + [two[:1] + [("u", k, 1)] for k in (1, 2, 3)]  # each round: half the labels change
+    assert [late.settle(i, [p]) for i, p in enumerate(readings)] == [[], [], [], [], [0]]
+    assert late.reason == ["flipping"] and late.at == [4]  # tolerated from round 4 (0.5) on
+    never = _ConversationRounds(1, freeze_after=0)
+    assert all(never.settle(i, [a]) == [] for i in range(4)) and not never.all_frozen()
+    with pytest.raises(ValueError, match="freeze_after"):
+        AlignSettings(freeze_after=-1)
+
+
+def test_the_report_says_how_each_conversation_stopped(tmp_path):
+    convs = [dict(doc_id=f"donut_u{k}_2_4", persona="오늘 뭐 했어?\n산책 다녀왔어", user="그냥 쉬었어\n좋다", turns=2,
+                  labels=["q", "s", "s", "s"]) for k in (3, 4)]
+    corpus = read_public(_public(tmp_path, convs))
+    result = align_public(corpus, model_kind="majority", iterations=8, min_change=0.0, freeze_after=1)
+    rep = result.report
+    assert result.stopped == "converged" and len(result.history) < 9  # every conversation frozen
+    assert set(rep["rounds_stop"]) <= {"settled", "flipping", "cycle"} and rep["frozen_round"].notna().all()
+    assert int(result.history["frozen"].iloc[-1]) == 2
+    # without freezing nothing is frozen: the rounds stop at min_change or the cap
+    plain = align_public(corpus, model_kind="majority", iterations=3, min_change=0.0, freeze_after=0)
+    assert set(plain.report["rounds_stop"]) == {"open"} and plain.report["frozen_round"].isna().all()
+    assert (plain.history["frozen"] == 0).all()

@@ -18,7 +18,7 @@ REPORT_COLUMNS: tuple[str, ...] = (
     "doc_id", "persona", "status", "reason", "mode", "loglik", "loglik_other_mode", "mode_probability",
     "n_labels", "persona_lines", "user_lines", "merged_lines", "multi_line_units", "pauses_on_labels",
     "pauses_unlabelled", "pauses_without_line", "blank_lines_skipped", "pause_on_signature",
-    "speaker_runs", "total_turn", "mean_confidence", "min_confidence",
+    "speaker_runs", "total_turn", "mean_confidence", "min_confidence", "rounds_stop", "frozen_round",
 )  # fmt: skip
 """The per-conversation report: `mode` the pause treatment; `loglik` its log-likelihood of the
 labels and `loglik_other_mode` the other's (NaN when there is one treatment only);
@@ -28,7 +28,10 @@ earlier line of their message; `multi_line_units` labels spanning more than one 
 `pauses_without_line` labelled pauses with no blank line; `blank_lines_skipped` blank lines that
 are not sentences (user, or persona beyond the pauses); `pause_on_signature` labelled pauses whose
 labels carry the pause signature; `speaker_runs` persona/user runs; `status` `aligned` or `set
-aside` with `reason`."""
+aside` with `reason`; `rounds_stop` how the conversation's rounds stopped (`settled`: its units
+unchanged in `freeze_after` consecutive rounds; `flipping`: at most `freeze_tol` of its labels
+changed unit in each of them; `cycle`: back to an earlier round's units; `open`:
+still changing when the rounds stopped) and `frozen_round` the round it froze at."""
 
 
 

@@ -36,8 +36,11 @@ The loop starts from the priors alone (every unit gets the corpus's label margin
 trains the classifier on the aligned units (soft targets: each unit's posterior label
 distribution; cross-fitted over conversations so that no conversation's reading scores itself),
 re-estimates the priors from expected counts, and realigns, until the most probable units or the
-posteriors stop changing (`min_change`) or `iterations` rounds are done; the best reading
-(Viterbi) of the last round is the output. With `label_model`, an already trained model scores the
+posteriors stop changing (`min_change`), every conversation is frozen (at most `freeze_tol` of its
+units changed in `freeze_after` consecutive rounds, or they came back to an earlier round's: it
+keeps that round's reading and targets)
+or `iterations` rounds are done; the best reading (Viterbi) of each conversation's last round is
+the output. With `label_model`, an already trained model scores the
 units instead, and only the priors are re-estimated. Forward-backward gives each sentence's
 `align_confidence`: the posterior probability that exactly these lines hold exactly this label,
 times the posterior of the pause treatment.
@@ -93,14 +96,17 @@ class AlignResult:
             (mean over labels of the total variation between this round's and the previous
             round's posteriors over units: near-tied readings flipping barely move it),
             `loglik_per_label`, `mean_top_posterior` (mean over labels of the posterior of the
-            most probable unit), `pauses_counted` (conversations), `align_seconds` (the DP) and
+            most probable unit), `pauses_counted` (conversations), `frozen` (conversations
+            frozen so far: `AlignSettings.freeze_after`), `align_seconds` (the DP) and
             `seconds` (the whole round: the DP, then training the classifier and the priors).
         snapshots: with `keep_history`, the utterance table of every round.
         settings: the settings used.
         schema: the heads.
-        stopped: how the rounds stopped: `converged` (at most `min_change` of the labels changed
-            unit, or of their posterior mass moved, in the last round), `cap` (`iterations`
-            rounds done first) or `empty` (no conversation to align).
+        stopped: how the rounds stopped: `converged` (every conversation frozen, or at most
+            `min_change` of the labels changed unit, or of their posterior mass moved, in the
+            last round), `cap` (`iterations` rounds done first) or `empty` (no conversation to
+            align). Per conversation, the report's `rounds_stop` says `settled`, `flipping`, `cycle`
+            or `open` (still changing when the rounds stopped) and `frozen_round` when.
     """
 
     utterances: pd.DataFrame
@@ -183,28 +189,32 @@ def align_public(
     previous: list[list[tuple]] | None = None
     previous_post: list[dict[tuple, float]] | None = None
     fits: list[Fit | None] = []
+    rounds = _ConversationRounds(len(convs), s.freeze_after, s.freeze_tol, s.freeze_ramp)
     for it in range(s.iterations + 1):
         started = time.perf_counter()
         last = it == s.iterations
-        fits = [aligner.align_one(ci, logp, priors, keep_history or last) for ci in _progress(range(len(convs)), progress, it)]
+        fits = [rounds.held[ci] if rounds.frozen(ci) else aligner.align_one(ci, logp, priors, keep_history or last)
+                for ci in _progress(range(len(convs)), progress, it)]
         placements = [f.placement() if f else [] for f in fits]
         changed = _changed(previous, placements)
         previous = placements
         posteriors = [f.unit_posteriors() if f else {} for f in fits]
         moved = _moved(previous_post, posteriors)
         previous_post = posteriors
-        converged = it > 0 and min(changed, moved) <= s.min_change
+        for ci in rounds.settle(it, placements):  # frozen now: their best readings under these scores
+            rounds.held[ci] = fits[ci]
+            rounds.output[ci] = _final_fit(aligner, ci, fits[ci], logp, priors, s)
+        converged = it > 0 and (min(changed, moved) <= s.min_change or rounds.all_frozen())
         done = last or converged or not convs
         stopped = "empty" if not convs else "converged" if converged else "cap"
-        if done:  # the best readings of the final scores
-            fits = [aligner.decode(ci, f, logp, priors) for ci, f in enumerate(fits)]
-            if s.exact_turns:
-                fits = [aligner.match_runs(ci, f, logp, priors) for ci, f in enumerate(fits)]
+        if done:  # the best readings of the final scores (the frozen ones: of the scores they froze under)
+            out = [rounds.output[ci] if rounds.frozen(ci) else _final_fit(aligner, ci, f, logp, priors, s)
+                   for ci, f in enumerate(fits)]
         align_seconds = time.perf_counter() - started
         if keep_history:
-            snapshots.append(utterance_table(convs, fits, schema))
+            snapshots.append(utterance_table(convs, out if done else rounds.merged(fits), schema))
         if not done:
-            aligner.update_tilts(fits, priors)
+            aligner.update_tilts([None if rounds.frozen(ci) else f for ci, f in enumerate(fits)], priors)
             rows, targets, counts = aligner.m_step(fits)
             if scorer is None:
                 scorer = aligner.make_scorer() if fixed_model is None else FixedScorer(schema, fixed_model, aligner.unit_table())
@@ -222,18 +232,99 @@ def align_public(
                 aligner.run.fit(counts["run_leave"], counts["run_stay"])
             if aligner.coherence is not None:
                 aligner.coherence.fit(counts["coherence"])
-        history.append(_round_summary(it, changed, moved, fits, convs, align_seconds, time.perf_counter() - started))
+        history.append(_round_summary(it, changed, moved, fits, convs, align_seconds, time.perf_counter() - started,
+                                      rounds.n_frozen()))
         if progress:
             _log_round(history, s.iterations, len(convs), done)
         if done:
             break
+    fits = out
     utterances = utterance_table(convs, fits, schema)
     report = report_table(corpus, convs, fits, unfit, schema)
+    report = rounds.add_to_report(report, convs)
     problems = list(corpus.problems) + [
         Problem(c.doc_id, unfit_reason(c), "persona_text_all/user_text_all") for c in unfit
     ] + [Problem(c.doc_id, "no reading of the lines scores above zero probability", "labels")
          for c, f in zip(convs, fits) if f is None]
     return AlignResult(utterances, report, problems, pd.DataFrame(history), s, schema, snapshots, corpus.source, stopped)
+
+
+def _final_fit(aligner: Aligner, ci: int, fit: Fit | None, logp: dict[str, np.ndarray], priors, s: AlignSettings
+               ) -> Fit | None:
+    """A fit's best reading under the scores it was made with (and, with `exact_turns`, the shift
+    that gives it 2 x total_turn runs)."""
+    fit = aligner.decode(ci, fit, logp, priors)
+    return aligner.match_runs(ci, fit, logp, priors) if s.exact_turns else fit
+
+
+class _ConversationRounds:
+    """Which conversations have stopped changing, and why (`AlignSettings.freeze_after`).
+
+    A conversation whose most probable units are the same in `freeze_after` consecutive rounds
+    has `settled`; one where at most `tol` of its labels changed unit in each of them (the
+    tolerance growing linearly from 0 at round 0 to `tol` at round `ramp`) is `flipping` (a few near-tied readings flipping as the classifier is retrained on them); one
+    whose units return to those of an earlier round that is not the last one is in a `cycle`.
+    Each is frozen: its reading and training targets stay those of that round, so the rounds are a
+    fixed-point iteration over the conversations still open, and stop when none is left.
+    """
+
+    def __init__(self, n: int, freeze_after: int, tol: float = 0.0, ramp: int = 0):
+        self.freeze_after, self.tol, self.ramp = freeze_after, tol, ramp
+        self.exact = [True] * n  # no label changed in the rounds counted by `still`
+        self.reason: list[str] = ["open"] * n
+        self.at: list[int] = [-1] * n
+        self.still = [0] * n  # consecutive rounds without a change
+        self.seen: list[list[tuple]] = [[] for _ in range(n)]  # the placements of the rounds so far
+        self.held: list[Fit | None] = [None] * n  # the fit each frozen conversation keeps (training)
+        self.output: list[Fit | None] = [None] * n  # its best reading
+
+    def frozen(self, ci: int) -> bool:
+        return self.reason[ci] != "open"
+
+    def n_frozen(self) -> int:
+        return sum(r != "open" for r in self.reason)
+
+    def all_frozen(self) -> bool:
+        return bool(self.reason) and self.n_frozen() == len(self.reason)
+
+    def merged(self, fits: list[Fit | None]) -> list[Fit | None]:
+        return [self.output[ci] if self.frozen(ci) else f for ci, f in enumerate(fits)]
+
+    def settle(self, it: int, placements: list[list[tuple]]) -> list[int]:
+        """Records round `it`'s placements; returns the conversations that freeze now."""
+        if self.freeze_after <= 0:
+            return []
+        now = []
+        for ci, p in enumerate(placements):
+            if self.frozen(ci):
+                continue
+            key = tuple(p)
+            seen = self.seen[ci]
+            diff = _changed([list(seen[-1])], [p]) if seen else 1.0
+            if seen and key in seen[:-1] and diff > 0:
+                self.reason[ci], self.at[ci] = "cycle", it
+                now.append(ci)
+            elif diff <= self.tol * (min(1.0, it / self.ramp) if self.ramp > 0 else 1.0):
+                self.still[ci] += 1
+                self.exact[ci] = self.exact[ci] and diff == 0
+                if self.still[ci] >= self.freeze_after:
+                    self.reason[ci], self.at[ci] = "settled" if self.exact[ci] else "flipping", it
+                    now.append(ci)
+            else:
+                self.still[ci], self.exact[ci] = 0, True
+            seen.append(key)
+        return now
+
+    def add_to_report(self, report: pd.DataFrame, convs: list[Conversation]) -> pd.DataFrame:
+        """The report's `rounds_stop` (settled, flipping, cycle or open: still changing when the rounds
+        stopped) and `frozen_round` (the round it froze at; <NA> for open) per aligned conversation."""
+        reason = {c.doc_id: r for c, r in zip(convs, self.reason)}
+        at = {c.doc_id: a for c, a in zip(convs, self.at) if a >= 0}
+        report = report.copy()
+        aligned = report["status"] == "aligned"
+        report["rounds_stop"] = report["doc_id"].map(reason).where(aligned)
+        report["frozen_round"] = report["doc_id"].map(at).where(aligned).astype("Int64")
+        return report
 
 
 def _label_model(model: Any, schema: Schema):
@@ -279,6 +370,8 @@ def _log_round(history: list[dict], cap: int, n_conv: int, done: bool) -> None:
     h = history[-1]
     it = int(h["iteration"])
     change = "priors only" if it == 0 else f"{h['changed']:.1%} of labels changed unit"
+    if h.get("frozen"):
+        change += f", {h['frozen']} conversation(s) frozen"
     seconds = float(np.mean([r["seconds"] for r in history]))
     left = "done" if done else f"at most ~{(cap - it) * seconds / 60:.1f} min left ({cap - it} round(s) at most)"
     print(f"align round {it} of at most {cap}: {n_conv} conversations, {change}, {h['seconds']:.0f}s; {left}",
@@ -307,7 +400,7 @@ def _moved(previous: list[dict[tuple, float]] | None, current: list[dict[tuple, 
 
 def _round_summary(
     it: int, changed: float, moved: float, fits: list[Fit | None], convs: list[Conversation], align_seconds: float,
-    seconds: float,
+    seconds: float, frozen: int = 0,
 ) -> dict:
     ok = [f for f in fits if f is not None]
     n_labels = sum(c.T for c, f in zip(convs, fits) if f is not None)
@@ -319,6 +412,7 @@ def _round_summary(
         "loglik_per_label": sum(f.loglik for f in ok) / n_labels if n_labels else float("nan"),
         "mean_top_posterior": float(conf.mean()) if len(conf) else float("nan"),
         "pauses_counted": sum(f.mode.name == COUNTED and bool(f.mode.p_blank.any() or f.mode.max_phantoms) for f in ok),
+        "frozen": frozen,
         "align_seconds": round(align_seconds, 2),
         "seconds": round(seconds, 2),
     }
@@ -362,7 +456,7 @@ def write_report(result: AlignResult, path: "str | Path") -> Path:
     return p
 
 
-ALIGN_VERSION = 3
+ALIGN_VERSION = 4
 """Bumped when the aligner's output changes, so cached alignments are redone."""
 
 
