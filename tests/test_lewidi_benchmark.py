@@ -64,3 +64,15 @@ def test_the_minilm_config_is_a_row_when_the_checkpoint_is_installed(tmp_path, c
     out = capsys.readouterr().out
     assert f"transformer backbone: {minilm_folder()}" in out
     assert "measured lewidi_minilm (backbone" in out and "(c) lewidi_minilm " in out
+
+
+def test_with_backbone_sets_every_transformer_members_checkpoint(tmp_path):
+    from psyattrs.experiments.config import load_config
+
+    experiments = BENCHMARKS.parent / "experiments"
+    ensemble = LB.with_backbone(load_config(experiments / "ensemble.yaml"), tmp_path)
+    kinds = [(m["kind"], m.get("backbone")) for m in ensemble.model.params["members"]]
+    assert kinds == [("transformer", str(tmp_path)), ("lightgbm", None)]
+    assert LB._transformer(ensemble.model) and not LB._classical(ensemble.model)
+    single = LB.with_backbone(load_config(experiments / "lewidi_minilm.yaml"), tmp_path)
+    assert single.model.backbone == str(tmp_path)
