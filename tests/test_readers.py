@@ -555,3 +555,22 @@ def test_load_corpus_reads_an_annotated_file_with_another_schema_as_generic(tmp_
     kept = df[[c for c in df.columns if not c.startswith("labeler") or c.endswith("_abuse")]]
     corpus = load_corpus(write_csv(kept, tmp_path / "b.csv"), schema=generic_schema)
     assert corpus.format == "generic" and corpus.utterances["labeler2_abuse"].sum() == 2
+
+
+def test_a_column_whose_type_changes_late_in_a_long_file_reads_as_in_one_pass(tmp_path):
+    """pandas parses long files in chunks; a column that is numbers in the first chunk and text
+    later comes back as the one-pass reading gives it (text throughout), not a mix of int and str."""
+    from psyattrs.data.io import read_table
+
+    n = 600_000  # more rows than one of pandas's parsing chunks
+    path = tmp_path / "long.csv"
+    half = n // 2
+    path.write_text("id,code,empty_then_text\n"
+                    + "".join(f"{i},{i},\n" for i in range(half))
+                    + "".join(f"{i},c{i},x\n" for i in range(half, n)), encoding="utf-8")
+    df = read_table(path)
+    assert pd.api.types.is_integer_dtype(df["id"].dtype)
+    for col in ("code", "empty_then_text"):
+        assert pd.api.types.is_string_dtype(df[col].dtype), (col, df[col].dtype)
+    assert df["code"].iloc[0] == "0" and df["code"].iloc[-1] == f"c{n - 1}"
+    assert df["empty_then_text"].isna().sum() == half and df["empty_then_text"].iloc[-1] == "x"
