@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from psyattrs.data.io import GENERIC_KEY_COLUMNS, check_file, read_table, require_columns
-from psyattrs.data.table import Corpus, normalize_table
+from psyattrs.data.table import Corpus, blank_cells, normalize_table
 from psyattrs.data.validate import check_utterances
 from psyattrs.errors import InputFileError
 from psyattrs.schema import Schema, load_schema
@@ -146,7 +146,7 @@ def _set_turn(df: pd.DataFrame) -> None:
     if pd.api.types.is_numeric_dtype(raw.dtype) and not pd.api.types.is_bool_dtype(raw.dtype):
         filled = raw.notna()  # a number's text is never empty
     else:
-        filled = raw.astype(str).str.strip().where(raw.notna(), "") != ""
+        filled = ~blank_cells(raw)
     if (filled & ~whole).any():
         return
     del df["turn_notation"]

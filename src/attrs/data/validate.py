@@ -32,7 +32,7 @@ import pandas as pd
 
 from psyattrs.data.io import parse_label_column
 from psyattrs.data.output import atomic_output
-from psyattrs.data.table import Corpus, Problem, final_column, labeler_ids, true_column
+from psyattrs.data.table import Corpus, Problem, blank_cells, final_column, labeler_ids, true_column
 from psyattrs.schema import Schema
 
 LINE_CHECK_GROUPS = ("adds up", "pauses not counted", "extra lines", "fewer lines")
@@ -180,8 +180,7 @@ def check_utterances(
     found = Findings(len(df))
     found.add_row_faults(df)
     doc = df["doc_id"]
-    doc_text = doc.astype(str).str.strip().where(doc.notna(), "")
-    found.add(doc_text == "", "empty doc_id", "doc_id")
+    found.add(blank_cells(doc), "empty doc_id", "doc_id")
 
     if "person_type" in df and person_types is not None:
         ptype = df["person_type"].astype(str).where(df["person_type"].notna(), "")
@@ -203,12 +202,12 @@ def check_utterances(
         found.add(bad, _describe(values, f"{col} ", f" is not one of {head.values}"), col)
 
     text = df["text"]
-    empty_text = text.isna() | (text.astype(str).str.strip() == "")
+    empty_text = blank_cells(text)
     found.add(empty_text & ~is_pause, "empty text on a non-pause row", "text")
 
     if "sent_id" in df:
         sent = df["sent_id"].astype(str).where(df["sent_id"].notna(), "")
-        blank = sent.str.strip() == ""
+        blank = blank_cells(df["sent_id"])
         found.add(blank, "empty sent_id", "sent_id")
         repeats = not sent.is_unique  # cheaper than `duplicated`, which runs only when some sent_id repeats
         dup = sent.duplicated(keep="first") & ~blank if repeats else np.zeros(len(sent), dtype=bool)
