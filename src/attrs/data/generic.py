@@ -143,11 +143,7 @@ def _set_turn(df: pd.DataFrame) -> None:
     turn = pd.to_numeric(raw, errors="coerce")
     whole = turn.notna() & (turn % 1 == 0)
     df["turn"] = pd.array(np.where(whole, turn, np.nan), dtype="Float64").astype("Int64")
-    if pd.api.types.is_numeric_dtype(raw.dtype) and not pd.api.types.is_bool_dtype(raw.dtype):
-        filled = raw.notna()  # a number's text is never empty
-    else:
-        filled = ~blank_cells(raw)
-    if (filled & ~whole).any():
+    if (~blank_cells(raw) & ~whole).any():
         return
     del df["turn_notation"]
 

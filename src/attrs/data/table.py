@@ -102,9 +102,12 @@ def blank_cells(values: pd.Series) -> pd.Series:
     For text columns it asks `str.isspace` and `str.len` instead of comparing `str.strip()` with
     "": the same answer without building a stripped copy of every text (a fresh process pays
     about 0.1 s for that copy of 100,000 sentences)."""
-    if pd.api.types.is_string_dtype(values.dtype) and values.dtype != object:
+    dtype = values.dtype
+    if pd.api.types.is_string_dtype(dtype) and dtype != object:
         empty = values.str.len() == 0
         return (values.isna() | empty.fillna(False) | values.str.isspace().fillna(False)).astype(bool)
+    if pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype):
+        return values.isna()  # a number's text is never empty
     return values.isna() | (values.astype(str).str.strip() == "")
 
 
