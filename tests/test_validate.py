@@ -59,6 +59,20 @@ def test_parse_label_column_integer_input(dtype):
     assert labels.tolist() == [0, 4, 2] and not bad.any()
 
 
+
+def test_parse_label_column_copies_unless_told_not_to():
+    # by default the labels never alias the input; copy=False (a reader replacing the column) may
+    # hand over the buffer when nothing needs rewriting, and never when a cell is bad
+    source = pd.Series(np.array([0, 1, 2, 1], dtype="int64"))
+    labels, _ = parse_label_column(source, OPELA["self"])
+    assert not np.shares_memory(labels.array._data, source.to_numpy())
+    labels, _ = parse_label_column(source, OPELA["self"], copy=False)
+    assert np.shares_memory(labels.array._data, source.to_numpy()) and labels.tolist() == [0, 1, 2, 1]
+    with_bad = pd.Series(np.array([0, 7, 2], dtype="int64"))
+    labels, bad = parse_label_column(with_bad, OPELA["self"], copy=False)
+    assert not np.shares_memory(labels.array._data, with_bad.to_numpy())
+    assert with_bad.tolist() == [0, 7, 2] and bad.tolist() == [False, True, False]
+
 def test_parse_flag():
     flags, bad = parse_flag(pd.Series(["1", "0", "", "true", "2", "yes?"], dtype=object))
     assert flags.tolist() == [True, False, False, True, False, False]

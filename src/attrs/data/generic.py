@@ -118,7 +118,7 @@ def build_sentence_corpus(
     _set_turn(df)
     if "persona" not in df:
         df["persona"] = persona_of(df)
-    kept = df.loc[~checked.bad]
+    kept = df.loc[~checked.bad] if checked.bad.any() else df  # the usual case: no copy of every column
     utterances = normalize_table(kept, schema)
     conversations = conversation_table(utterances)
     return Corpus(

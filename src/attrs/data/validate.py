@@ -117,7 +117,8 @@ class CheckedTable(NamedTuple):
     Attributes:
         bad: boolean array, True for rows to set aside.
         problems: one Problem per bad row.
-        labels: parsed label columns (Int64, <NA> where not rated or bad), by column name.
+        labels: parsed label columns (Int64, <NA> where not rated or bad), by column name; they
+            may share memory with the table's columns (the caller replaces those with them).
         is_pause: parsed `is_pause` (bool; False where absent or bad).
     """
 
@@ -197,7 +198,7 @@ def check_utterances(
     labels: dict[str, pd.Series] = {}
     for col, head_name in (label_columns_of(df.columns, schema) if check_labels else {}).items():
         head, values = schema[head_name], df[col]
-        parsed, bad = parse_label_column(values, head)
+        parsed, bad = parse_label_column(values, head, copy=False)  # they replace df's columns
         labels[col] = parsed
         found.add(bad, _describe(values, f"{col} ", f" is not one of {head.values}"), col)
 
