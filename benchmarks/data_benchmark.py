@@ -1,9 +1,11 @@
 """Benchmark: read, validate and resolve ~100k synthetic utterances, next to plain pandas.read_csv.
 
-Writes a synthetic annotated corpus (the OPELA per-sentence layout) of about 100k sentences to a temporary folder,
-then runs each step in a fresh Python process (so peak memory is that step's own), REPEATS times,
-and prints the median seconds and the peak resident memory, with the ratio to `pandas.read_csv` of
-the same file measured in the same run. Imports are done before the clock starts in every child.
+Writes a synthetic annotated corpus (the OPELA per-sentence layout) of about 100k sentences to a
+temporary folder, then runs each step in a fresh Python process (so peak memory is that step's
+own), REPEATS times (round after round: every step once per round, so that a shared machine's
+changing load does not land on one step's runs), and prints the median seconds and the peak
+resident memory, with the ratio to `pandas.read_csv` of the same file measured in the same run.
+Imports are done before the clock starts in every child.
 
     .venv/bin/python benchmarks/data_benchmark.py [--sentences 100000] [--repeats 3]
 
@@ -136,11 +138,14 @@ def main() -> None:
               f"Python {platform.python_version()}")
         print(f"corpus: {made['sentences']:,} sentences in {made['dialogues']} synthetic dialogues, "
               f"{size_mb:.1f} MB CSV (synthesized and written in {made['seconds']:.1f} s)")
-        print(f"each step in a fresh process, median of {args.repeats}\n")
+        print(f"each step in a fresh process, median of {args.repeats} (the steps taken in turn, round after "
+              "round, so a change in the machine's load reaches every step alike)\n")
+        by_step: dict[str, list[dict]] = {step: [] for step in STEPS}
+        for _ in range(args.repeats):
+            for step in STEPS:
+                by_step[step].append(_run(step, _gaps_path(path) if step.startswith(GAPS) else path))
         results = {}
-        for step in STEPS:
-            source = _gaps_path(path) if step.startswith(GAPS) else path
-            runs = [_run(step, source) for _ in range(args.repeats)]
+        for step, runs in by_step.items():
             results[step] = {
                 **{part: statistics.median(r[part] for r in runs) for part in ("read", "validate", "resolve")},
                 "seconds": statistics.median(r["seconds"] for r in runs),
