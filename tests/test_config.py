@@ -159,3 +159,21 @@ def test_shipped_configs_load_and_state_only_known_keys():
     soft = expand_sweep(load_config(REPO / "experiments" / "soft_vs_hard.yaml"))
     assert [m.targets.lam for m in soft] == [1.0, 0.5, 0.0]
     assert len({(m.model.kind, tuple(sorted(m.model.params.items()))) for m in soft}) == 1
+
+
+def test_an_ensembles_backbone_goes_to_its_transformer_members_that_name_none(tmp_path):
+    members = ("[{kind: transformer, seed: 1}, {kind: transformer, backbone: scratch}, "
+               "{kind: lightgbm, n_estimators: 5}]")
+    path = _write(tmp_path, "data: {synthetic: {dialogues: 30}}\n"
+                            f"model: {{kind: ensemble, backbone: /ckpt, params: {{members: {members}}}}}\n")
+    settings = load_config(path).model.settings(context_previous=0, seed=0)
+    assert [m.get("backbone") for m in settings["members"]] == ["/ckpt", "scratch", None]
+    assert "backbone" not in settings  # the ensemble itself takes no backbone
+    assert load_config(path).model.params["members"][0] == {"kind": "transformer", "seed": 1}  # config unchanged
+    classical = _write(tmp_path, "data: {synthetic: {dialogues: 30}}\nmodel: {kind: ensemble, backbone: /ckpt, "
+                                 "params: {members: [{kind: tfidf}, {kind: lightgbm}]}}\n", name="classical.yaml")
+    with pytest.raises(ValueError, match="model.backbone: on an ensemble, sets the backbone of its transformer members"):
+        load_config(classical)
+    with pytest.raises(ValueError, match="model.backbone: applies to model.kind transformer only, not 'tfidf'"):
+        load_config(_write(tmp_path, "data: {synthetic: {dialogues: 30}}\nmodel: {kind: tfidf, backbone: /ckpt}\n",
+                           name="tfidf.yaml"))

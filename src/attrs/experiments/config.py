@@ -229,7 +229,8 @@ class ModelConfig:
         tune_thresholds: tune a per-head decision threshold on the validation split.
         calibration: None, `temperature` or `platt`.
         backbone: transformer only: `scratch`, a checkpoint folder or a hub id; None = the
-            kind's default (`scratch`).
+            kind's default (`scratch`). On an ensemble: the backbone of every transformer member
+            that names none (one `--set model.backbone=...` points them all at a checkpoint).
         labeler_heads: transformer only: one output per labeler per head.
     """
 
@@ -256,10 +257,16 @@ class ModelConfig:
         if not isinstance(self.labeler_heads, bool):
             _fail("model.labeler_heads", f"must be true or false, got {self.labeler_heads!r}")
         if self.kind != "transformer":
-            used = [k for k, on in (("model.backbone", self.backbone is not None),
+            used = [k for k, on in (("model.backbone", self.backbone is not None and self.kind != "ensemble"),
                                     ("model.labeler_heads", self.labeler_heads)) if on]
             if used:
                 _fail(used[0], f"applies to model.kind transformer only, not {self.kind!r}")
+        if self.kind == "ensemble" and self.backbone is not None:
+            members = self.params.get("members")
+            if not (isinstance(members, list) and any(isinstance(m, Mapping) and m.get("kind") == "transformer"
+                                                      for m in members)):
+                _fail("model.backbone", "on an ensemble, sets the backbone of its transformer members, "
+                      "and this ensemble has none")
 
     def settings(self, *, context_previous: int, seed: int, quantize: bool = False) -> dict[str, Any]:
         """The keyword arguments of `build_model(kind, schema, **settings)`.
@@ -283,10 +290,15 @@ class ModelConfig:
             common["quantize"] = bool(quantize)
             if self.backbone is not None:
                 common["backbone"] = self.backbone
+        params = self.params
+        if self.kind == "ensemble" and self.backbone is not None:
+            params = {**params, "members": [
+                {**m, "backbone": m.get("backbone", self.backbone)} if m.get("kind") == "transformer" else m
+                for m in params["members"]]}
         clash = sorted(set(common) & set(self.params))
         if clash:
             _fail("model.params", f"{clash} are set by other config keys (context.previous, model.*, seed)")
-        return {**common, **self.params}
+        return {**common, **params}
 
 
 @dataclass(frozen=True)
