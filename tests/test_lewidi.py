@@ -330,6 +330,24 @@ def test_lewidi_config_trains_on_the_official_splits_with_the_fallback_tokenizer
     assert "offensiveness" in capsys.readouterr().out
 
 
+def test_a_lewidi_run_reports_its_own_heads(tmp_path, capsys):
+    """The run report is built from the heads the run trained (its schema.json), not from the
+    config's default schema: a LeWiDi corpus brings its own."""
+    import mlflow
+
+    import psyattrs
+
+    path = official_files(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    result = psyattrs.train(REPO / "experiments" / "lewidi.yaml",
+                            [f"data.path={path}", f"tracking.uri={uri}", "model.params.min_df=1"], quiet=True)
+    assert "run report was not logged" not in capsys.readouterr().err
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    schema = mlflow.artifacts.load_dict(f"{client.get_run(result.run_id).info.artifact_uri}/schema.json")
+    assert [h["name"] for h in schema["heads"]] == ["offensiveness"]
+    page = Path(client.download_artifacts(result.run_id, "report/report.html", str(tmp_path))).read_text("utf-8")
+    assert "offensiveness" in page and "strange" not in page
+
 def test_lewidi_minilm_config_is_a_soft_target_transformer_and_trains_on_the_official_splits(tmp_path):
     """The shipped transformer config with its backbone swapped for the tiny scratch encoder
     (tests/_transformer_tiny.py): no checkpoint is downloaded."""

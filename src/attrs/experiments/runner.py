@@ -468,6 +468,7 @@ def _log_outcome(run, scored: _Scored, test: pd.DataFrame, schema: Schema, steps
         run.log_metrics(scored.metrics)
         run.log_evaluation(test, schema, scored.proba, scored.predicted)
         run.log_text(json.dumps({h: p.tolist() for h, p in scored.prior.items()}), "floor_prior.json")
+        run.log_text(json.dumps(schema.to_dict(), ensure_ascii=False), "schema.json")  # a corpus' own heads
         run.log_text(M.format_table(summary) + "\n", "summary.txt")
     with steps.step("log the model"):
         model_uri = run.log_model(scored.model, schema, _example(test))

@@ -13,7 +13,8 @@ What a run holds (`start_run` and the `Run` methods):
   `psyattrs.config`, `psyattrs.role` (`single`, `cv` or `fold`), and on failure `psyattrs.error`;
 - inputs: the datasets (`mlflow.data.from_pandas`, with digests) with context train/valid/test;
 - metrics: `psyattrs.experiments.metrics` names (`test_macro_f1_{head}`, ...);
-- artifacts: `config.yaml`, `summary.txt`, `metrics.json`, `floor_prior.json`,
+- artifacts: `config.yaml`, `summary.txt`, `metrics.json`, `floor_prior.json`, `schema.json`
+  (the heads the run trained, which a LeWiDi file or a generic table brings with it),
   `reports/classification_{head}.txt`, `plots/confusion.png`, `plots/calibration.png`,
   `predictions/test.parquet`, `set_aside.jsonl` (records the readers set aside, when any) and the
   pyfunc model `model` (`psyattrs.experiments.pyfunc`);
@@ -695,6 +696,7 @@ def load_run_config(run_id: str, *, tracking_uri: str | None = None) -> tuple[Ex
 
     Returns:
         (config, extras) where extras holds `floor_prior` (head -> list of probabilities, or None),
+        `schema` (the run's heads as `Schema.to_dict` wrote them, or None for older runs),
         `training_conversations` (`train`/`valid` -> conversation digests the model was fitted
         or tuned on, see `CONVERSATIONS_ARTIFACT`; None for older runs), `status`, `role`,
         `model_uri` (`runs:/<id>/model`), `tracking_uri`, `end` (`run_end`) and `inputs` (`files`
@@ -724,6 +726,10 @@ def load_run_config(run_id: str, *, tracking_uri: str | None = None) -> tuple[Ex
         except (MlflowException, OSError):
             prior = None
         try:
+            schema = mlflow.artifacts.load_dict(f"{run.info.artifact_uri}/schema.json")
+        except (MlflowException, OSError):  # a run from before the artifact existed
+            schema = None
+        try:
             seen = mlflow.artifacts.load_dict(f"{run.info.artifact_uri}/{CONVERSATIONS_ARTIFACT}")
         except (MlflowException, OSError):  # a run from before the artifact existed
             seen = None
@@ -731,7 +737,7 @@ def load_run_config(run_id: str, *, tracking_uri: str | None = None) -> tuple[Ex
     import yaml
 
     config = ExperimentConfig.from_dict(yaml.safe_load(text), source=f"run {run_id} config.yaml")
-    extras = {"floor_prior": prior, "training_conversations": seen, "status": run.info.status,
+    extras = {"floor_prior": prior, "schema": schema, "training_conversations": seen, "status": run.info.status,
               "role": run.data.tags.get("psyattrs.role", "single"),
               "model_uri": f"runs:/{run_id}/model", "tracking_uri": uri,
               "end": run_end(run.info.status, run.data.tags), "inputs": inputs}

@@ -120,7 +120,8 @@ def read_run(run_id: str, *, tracking_uri: str | None = None) -> RunContent:
         run_id=run_id, run_name=run.info.run_name or "", status=run.info.status, role=extras["role"],
         experiment=experiment.name if experiment else run.info.experiment_id, start_time=start,
         tags=dict(run.data.tags), metrics=dict(run.data.metrics), config_yaml=config_yaml, config=config,
-        schema=load_schema(config.data.schema), predictions=predictions, histories=histories, folds=folds,
+        schema=(Schema.from_dict(extras["schema"], source=f"run {run_id} schema.json") if extras.get("schema")
+                else load_schema(config.data.schema)), predictions=predictions, histories=histories, folds=folds,
     )
 
 
