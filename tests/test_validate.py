@@ -15,6 +15,7 @@ from conftest import annotated_frame, generic_frame, public_frame, write_csv
 from psyattrs.cli import main
 from psyattrs.data import load_corpus, read_annotated, read_public
 from psyattrs.data.io import parse_label_column
+from psyattrs.data.table import blank_cells
 from psyattrs.data.table import Problem
 from psyattrs.data.validate import (
     check_utterances,
@@ -72,6 +73,18 @@ def test_parse_label_column_copies_unless_told_not_to():
     labels, bad = parse_label_column(with_bad, OPELA["self"], copy=False)
     assert not np.shares_memory(labels.array._data, with_bad.to_numpy())
     assert with_bad.tolist() == [0, 7, 2] and bad.tolist() == [False, True, False]
+
+
+@pytest.mark.parametrize("dtype", ["str", "string[pyarrow]", "string[python]", object])
+def test_blank_cells_is_what_str_strip_says_for_every_text_dtype(dtype):
+    values = ["a", "", " ", None, "\u3000", "x y", "\t\n", "\u200b", "\xa0", "ㅋ", " ok "]
+    expected = [v is None or v.strip() == "" for v in values]
+    halves = [pd.Series(values[:4], dtype=dtype), pd.Series(values[4:], dtype=dtype)]  # two Arrow chunks
+    for series in (pd.Series(values, dtype=dtype), pd.concat(halves, ignore_index=True)):
+        got = blank_cells(series)
+        assert got.dtype == bool and got.tolist() == expected
+    assert blank_cells(pd.Series([], dtype=dtype)).tolist() == []
+    assert blank_cells(pd.Series([1.0, np.nan])).tolist() == [False, True]
 
 def test_parse_flag():
     flags, bad = parse_flag(pd.Series(["1", "0", "", "true", "2", "yes?"], dtype=object))

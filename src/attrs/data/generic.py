@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -113,11 +114,12 @@ def build_sentence_corpus(
     df["is_pause"] = checked.is_pause
     if "position" in df:
         df = df.rename(columns={"position": "position_in_file"})
-    codes = pd.Series(pd.factorize(df["doc_id"], sort=False)[0], index=df.index)
+    factorized = pd.factorize(df["doc_id"], sort=False)
+    codes = pd.Series(factorized[0], index=df.index)
     df["position"] = codes.groupby(codes.to_numpy(), sort=False).cumcount()  # integer codes group faster than text
     _set_turn(df)
     if "persona" not in df:
-        df["persona"] = persona_of(df)
+        df["persona"] = persona_of(df, factorized)
     kept = df.loc[~checked.bad] if checked.bad.any() else df  # the usual case: no copy of every column
     utterances = normalize_table(kept, schema)
     conversations = conversation_table(utterances)
@@ -148,13 +150,14 @@ def _set_turn(df: pd.DataFrame) -> None:
     del df["turn_notation"]
 
 
-def persona_of(df: pd.DataFrame) -> pd.Series:
+def persona_of(df: pd.DataFrame, factorized: tuple[np.ndarray, Any] | None = None) -> pd.Series:
     """The conversation's persona for every row.
 
     The `person_name` of the conversation's first `persona` row when there is one, else the
     `doc_id` prefix before the first `_` (OPELA doc ids start with the persona's short name).
+    `factorized`: `pd.factorize` of the (text) `doc_id` column when the caller has it already.
     """
-    codes, docs = pd.factorize(df["doc_id"].astype(str))
+    codes, docs = factorized if factorized is not None else pd.factorize(df["doc_id"].astype(str))
     names = np.array([d.split("_", 1)[0] for d in docs], dtype=object)  # one per conversation
     if "person_name" in df and "person_type" in df:
         candidates = (df["person_type"].astype(str) == "persona") & df["person_name"].notna()

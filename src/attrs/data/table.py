@@ -101,8 +101,17 @@ def blank_cells(values: pd.Series) -> pd.Series:
 
     For text columns it asks `str.isspace` and `str.len` instead of comparing `str.strip()` with
     "": the same answer without building a stripped copy of every text (a fresh process pays
-    about 0.1 s for that copy of 100,000 sentences)."""
+    about 0.1 s for that copy of 100,000 sentences). On Arrow-backed text (pandas' default) it asks
+    Arrow itself, in one expression over the text's buffers: an empty cell is one of zero bytes
+    (read off the offsets, without decoding), whitespace is Arrow's `utf8_is_space`, the test
+    pandas' `str.isspace` makes there."""
     dtype = values.dtype
+    if getattr(dtype, "storage", None) == "pyarrow" and hasattr(values.array, "__arrow_array__"):
+        import pyarrow.compute as pc
+
+        data = values.array.__arrow_array__()
+        blank = pc.or_kleene(pc.equal(pc.binary_length(data), 0), pc.utf8_is_space(data)).fill_null(True)
+        return pd.Series(blank.to_numpy(zero_copy_only=False), index=values.index, name=values.name)
     if pd.api.types.is_string_dtype(dtype) and dtype != object:
         empty = values.str.len() == 0
         return (values.isna() | empty.fillna(False) | values.str.isspace().fillna(False)).astype(bool)
