@@ -311,6 +311,7 @@ def test_cli_validate_as_a_subprocess_shows_no_traceback(tmp_path):
     [
         pd.Series([0, 2, 2, None, 1, 7, None], dtype="Int64"),  # the readers' type, with gaps
         pd.Series([0, 2, 2, 1, 7]),  # numpy integers, no gaps
+        pd.Series([0, 2, -3, 2, 1, 7]),  # a negative number: no class either
         pd.Series([0.0, 2.0, 2.0, np.nan, 1.0, 7.0]),  # floats: counted by value
         pd.Series(["0", "2", "2", None, "1", "7"], dtype=object),  # text
     ],

@@ -459,9 +459,12 @@ def _class_counts(values: pd.Series, classes: list[int]) -> tuple[dict[str, int]
     """({class: count}, number of missing cells) of one label column."""
     missing = int(values.isna().sum())
     if pd.api.types.is_integer_dtype(values.dtype) and min(classes, default=0) >= 0:
-        ints = values.to_numpy(dtype="int64", na_value=-1)  # whole numbers already: count without hashing
         top = max(classes, default=0)
-        n = np.bincount(ints[(ints >= 0) & (ints <= top)], minlength=top + 1)
+        ints = values.to_numpy(dtype="int64", na_value=top + 1)  # whole numbers already: count without hashing
+        if len(ints) and ints.min() >= 0:  # missing cells land in a bin past the classes
+            n = np.bincount(ints, minlength=top + 1)
+        else:
+            n = np.bincount(ints[(ints >= 0) & (ints <= top)], minlength=top + 1)
         return {str(c): int(n[c]) for c in classes}, missing
     counts = values.dropna().astype("int64").value_counts()
     return {str(c): int(counts.get(c, 0)) for c in classes}, missing

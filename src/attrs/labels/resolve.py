@@ -35,7 +35,7 @@ def rated_matrix(df: pd.DataFrame, head: Head) -> tuple[np.ndarray, list[int]]:
             the row, its sent_id where known, and the allowed classes).
     """
     ids = labeler_ids(df.columns, [head.name])
-    out = np.full((len(df), len(ids)), np.nan)
+    out = np.full((len(df), len(ids)), np.nan, order="F")  # filled column by column: contiguous writes
     for i, k in enumerate(ids):
         col = labeler_column(k, head.name)
         out[:, i] = label_values(df, col, head)
