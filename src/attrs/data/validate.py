@@ -36,6 +36,8 @@ from psyattrs.data.table import Corpus, Problem, blank_cells, final_column, labe
 from psyattrs.schema import Schema
 
 LINE_CHECK_GROUPS = ("adds up", "pauses not counted", "extra lines", "fewer lines")
+_STR = pd.Series([], dtype=str).dtype
+"""pandas' default text dtype (what `astype(str)` gives)."""
 _TRUE = frozenset({"1", "1.0", "true", "yes"})
 _FALSE = frozenset({"0", "0.0", "false", "no", "", "na", "nan", "<na>", "none", "null"})
 
@@ -207,7 +209,8 @@ def check_utterances(
     found.add(empty_text & ~is_pause, "empty text on a non-pause row", "text")
 
     if "sent_id" in df:
-        sent = df["sent_id"].astype(str).where(df["sent_id"].notna(), "")
+        raw = df["sent_id"]
+        sent = raw.astype(str).where(raw.notna(), "") if raw.dtype != _STR or raw.hasnans else raw
         blank = blank_cells(df["sent_id"])
         found.add(blank, "empty sent_id", "sent_id")
         repeats = not sent.is_unique  # cheaper than `duplicated`, which runs only when some sent_id repeats
