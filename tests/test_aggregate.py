@@ -282,6 +282,35 @@ def test_resolve_final_labels_errors_name_the_problem():
         resolve_final_labels(bad, SCHEMA)
 
 
+@pytest.mark.parametrize("method", METHODS)
+def test_a_big_table_resolved_on_two_threads_matches_one_head_after_the_other(method, monkeypatch):
+    import os
+    import threading
+
+    import psyattrs.labels.resolve as R
+
+    big = pd.concat([utterances()] * 300, ignore_index=True)  # 2,700 rows, gaps included
+    big["sent_id"] = [f"s{i}" for i in range(len(big))]
+    monkeypatch.setattr(R, "PARALLEL_ROWS", 10**9)
+    serial = resolve_final_labels(big, SCHEMA, method=method, seed=3)
+    monkeypatch.setattr(R, "PARALLEL_ROWS", 1000)
+    threads = []
+    original = R._resolve_head
+
+    def resolve_head(*args):
+        threads.append(threading.current_thread().name)
+        return original(*args)
+
+    monkeypatch.setattr(R, "_resolve_head", resolve_head)
+    pd.testing.assert_frame_equal(resolve_final_labels(big, SCHEMA, method=method, seed=3), serial)
+    if (os.cpu_count() or 1) >= 2:
+        assert all(name.startswith("psyattrs-resolve") for name in threads) and len(threads) == len(SCHEMA.heads)
+    bad = big.copy()  # an error is the one the serial order meets first
+    bad["labeler2_level"] = bad["labeler2_level"].astype(object)
+    bad.loc[2000, "labeler2_level"] = 7
+    with pytest.raises(ValueError, match=r"'labeler2_level' has value 7 at row 2001 \(sent_id 's2000'\)"):
+        resolve_final_labels(bad, SCHEMA, method=method)
+
 def test_long_labels_and_rated_matrix():
     df = utterances()
     matrix, ids = rated_matrix(df, SCHEMA["level"])
