@@ -293,7 +293,8 @@ class ModelConfig:
         params = self.params
         if self.kind == "ensemble" and self.backbone is not None:
             params = {**params, "members": [
-                {**m, "backbone": m.get("backbone", self.backbone)} if m.get("kind") == "transformer" else m
+                {**m, "backbone": m.get("backbone", self.backbone)}
+                if isinstance(m, Mapping) and m.get("kind") == "transformer" else m
                 for m in params["members"]]}
         clash = sorted(set(common) & set(self.params))
         if clash:
