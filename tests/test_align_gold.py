@@ -143,6 +143,9 @@ def test_pair_only_coherence_leaves_where_a_run_ends_to_the_run_model():
     gap_pairs = pairs[::2][long_rows].mean() - pairs[1::2][short_rows].mean()
     assert abs(gap_pairs) < 0.25 * gap_full
     assert np.diag(pairs).mean() > pairs[off].mean() + 0.5
+    assert AlignSettings().coherence_pairs
+    with pytest.raises(ValueError, match="coherence_pairs"):
+        AlignSettings(coherence_pairs="yes")
 
 
 def test_turn_shape_makes_the_user_open_and_the_persona_close(tmp_path):
