@@ -78,11 +78,13 @@ class AlignSettings:
             words, an answer to a question, ...), not what one line alone says about where a run
             ends, which `run_model` scores already (`CoherenceModel`'s `pair_only`).
 
-    Defaults (ALIGN_VERSION 5): as ALIGN_VERSION 4, with `coherence_pairs` on. On the six gold
-    conversations (`benchmarks/align_benchmark.py --gold ... --configs v4,defaults`) it placed as
+    Defaults (ALIGN_VERSION 5): as ALIGN_VERSION 4, with `coherence_pairs` on and the run-count
+    search of `exact_turns` given 10 bisection steps instead of 6. On the six gold conversations
+    (`benchmarks/align_benchmark.py --gold ... --configs v4,defaults`) `coherence_pairs` placed as
     many agreed user lines right (0.768 against 0.773: one line of 211), and its confidence says
     more: 0.51 of those lines at `align_confidence` >= 0.9, 0.925 of them right, against 0.39 and
-    0.892; 0.726 of the 135 real conversations have exactly 2 x total_turn runs against 0.770.
+    0.892; 0.726 of the 135 real conversations had exactly 2 x total_turn runs against 0.770, 0.896
+    with the longer search (0.763 of the agreed lines right).
 
     ALIGN_VERSION 4: as ALIGN_VERSION 3, with conversations frozen once settled
     (`freeze_after` 1, `freeze_tol` 0.05 reached at round `freeze_ramp` 10, 15 rounds at most): on
