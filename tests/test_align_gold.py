@@ -338,3 +338,27 @@ def test_the_report_says_how_each_conversation_stopped(tmp_path):
     plain = align_public(corpus, model_kind="majority", iterations=3, min_change=0.0, freeze_after=0)
     assert set(plain.report["rounds_stop"]) == {"open"} and plain.report["frozen_round"].isna().all()
     assert (plain.history["frozen"] == 0).all()
+
+
+def test_exact_turns_search_finds_a_narrow_window_of_shifts():
+    # runs come two at a time: only shifts in [1.03, 1.04) give exactly 2 x total_turn = 8 runs;
+    # 6 halvings of [0, 8] step over that window, the default 10 land in it
+    from types import SimpleNamespace
+
+    from psyattrs.align.rounds import Aligner
+
+    def fit_at(tilt: float):
+        runs = 6 if tilt < 1.03 else 8 if tilt < 1.04 else 10
+        return SimpleNamespace(path=object(), runs=runs, tilt=tilt)
+
+    def fake() -> SimpleNamespace:
+        me = SimpleNamespace(convs=[SimpleNamespace(total_turn=4.0)], settings=AlignSettings(), tilt=np.zeros(1),
+                             speaker_runs=lambda f: f.runs)
+        me.align_one = lambda ci, logp, priors, decode: fit_at(float(me.tilt[ci]))
+        return me
+
+    me = fake()
+    assert Aligner.match_runs(me, 0, fit_at(0.0), None, None, tries=6).runs != 8
+    me = fake()
+    best = Aligner.match_runs(me, 0, fit_at(0.0), None, None)
+    assert best.runs == 8 and 1.03 <= me.tilt[0] < 1.04
