@@ -18,8 +18,10 @@ it is a question, its lexicons) held at their mean. Those say where a speaker's 
 run model (`psyattrs.align.priors.RunModel`) already scores from the same lines and the same
 posteriors; counted in both, that evidence weighed twice, and the model hardly learnt the pair: on
 the 135 real rows its largest weights were the last line's length (0.54) and question mark (0.42),
-the overlaps' under 0.1. With `pair_only=False` (ALIGN_VERSION 4) the change scores the whole
-log P(change | both lines) against the corpus rate.
+the overlaps' under 0.1. Not quite all of it goes: a question then an answer and a question then
+a question add up to the last line being a question, so those two still carry part of its weight
+(0.37 and 0.14 with the one-sided terms fitted beside them). With `pair_only=False` (ALIGN_VERSION
+4) the change scores the whole log P(change | both lines) against the corpus rate.
 
 scikit-learn is imported inside `fit`.
 """
