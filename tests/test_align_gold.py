@@ -109,6 +109,45 @@ def test_coherence_model_learns_that_answers_echo_and_is_cross_fitted():
     assert np.diag(pu).mean() > 0 > pu[~np.eye(5, dtype=bool)].mean()
 
 
+
+def test_pair_only_coherence_leaves_where_a_run_ends_to_the_run_model():
+    # the posterior changes after every long persona line whatever follows, and after a short one
+    # only into the user line that echoes it: the length of the last line is run-end evidence (the
+    # run model's), the echo is the pair's
+    rng = np.random.default_rng(1)
+    topics = ["커피", "강아지", "여행", "영화", "축구", "요리", "음악", "수영", "독서", "게임"]
+    persona, user, events = [], [], []
+    for c in range(12):
+        ts = rng.permutation(topics)[:6]
+        p = [f"{t} 좋아" if k % 2 else f"나는 요즘 주말마다 친구들이랑 {t} 이야기를 정말 많이 해" for k, t in enumerate(ts)]
+        u = [f"응 {t} 정말 좋아" for t in ts]
+        persona.append(p)
+        user.append(u)
+        at = np.ones((6, 6))
+        long = np.array([k % 2 == 0 for k in range(6)])
+        change = np.where(long[:, None], 0.9, np.eye(6) * 0.8 + 0.05)
+        events.append((change, at, change.T.copy(), at.copy()))
+    scores = {}
+    for pair_only in (False, True):
+        model = CoherenceModel(persona, user, np.arange(12) % 2, pair_only=pair_only)
+        model.fit(events)
+        assert model.fitted and model.coef["a_len"] > 0
+        scores[pair_only] = model.scores[3][0]
+    off = ~np.eye(6, dtype=bool)
+    long_rows, short_rows = off[::2], off[1::2]
+    full, pairs = scores[False], scores[True]
+    # with the one-sided terms, a change after a long line scores well whatever the reply
+    assert full[::2][long_rows].mean() > full[1::2][short_rows].mean() + 0.5
+    # pair terms only: the long line no longer helps a reply that does not echo it; the echo still does
+    gap_full = full[::2][long_rows].mean() - full[1::2][short_rows].mean()
+    gap_pairs = pairs[::2][long_rows].mean() - pairs[1::2][short_rows].mean()
+    assert abs(gap_pairs) < 0.25 * gap_full
+    assert np.diag(pairs).mean() > pairs[off].mean() + 0.5
+    assert AlignSettings().coherence_pairs
+    with pytest.raises(ValueError, match="coherence_pairs"):
+        AlignSettings(coherence_pairs="yes")
+
+
 def test_turn_shape_makes_the_user_open_and_the_persona_close(tmp_path):
     # labels favour nothing: without the prior the persona may open; with it the user does
     conv = dict(doc_id="donut_u3_1_2", persona="안녕", user="반가워", labels=["s", "s"], turns=1)
@@ -299,3 +338,27 @@ def test_the_report_says_how_each_conversation_stopped(tmp_path):
     plain = align_public(corpus, model_kind="majority", iterations=3, min_change=0.0, freeze_after=0)
     assert set(plain.report["rounds_stop"]) == {"open"} and plain.report["frozen_round"].isna().all()
     assert (plain.history["frozen"] == 0).all()
+
+
+def test_exact_turns_search_finds_a_narrow_window_of_shifts():
+    # runs come two at a time: only shifts in [1.03, 1.04) give exactly 2 x total_turn = 8 runs;
+    # 6 halvings of [0, 8] step over that window, the default 10 land in it
+    from types import SimpleNamespace
+
+    from psyattrs.align.rounds import Aligner
+
+    def fit_at(tilt: float):
+        runs = 6 if tilt < 1.03 else 8 if tilt < 1.04 else 10
+        return SimpleNamespace(path=object(), runs=runs, tilt=tilt)
+
+    def fake() -> SimpleNamespace:
+        me = SimpleNamespace(convs=[SimpleNamespace(total_turn=4.0)], settings=AlignSettings(), tilt=np.zeros(1),
+                             speaker_runs=lambda f: f.runs)
+        me.align_one = lambda ci, logp, priors, decode: fit_at(float(me.tilt[ci]))
+        return me
+
+    me = fake()
+    assert Aligner.match_runs(me, 0, fit_at(0.0), None, None, tries=6).runs != 8
+    me = fake()
+    best = Aligner.match_runs(me, 0, fit_at(0.0), None, None)
+    assert best.runs == 8 and 1.03 <= me.tilt[0] < 1.04

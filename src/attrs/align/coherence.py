@@ -8,8 +8,20 @@ other) of a conversation with a logistic regression on features that need no ext
 a rare word, a question followed by a non-question, greeting / closing / thanks / apology /
 laughter lexicons on either side, and the lengths. It is learnt from the aligner's posteriors (at
 each persona or user state of the DP, whether the other speaker came next), cross-fitted over
-conversations like the sentence classifier, and enters the DP on each speaker change as a
-likelihood ratio against the corpus rate (`psyattrs.align.lattice.Lattice.persona_user`).
+conversations like the sentence classifier, and enters the DP on each speaker change
+(`psyattrs.align.lattice.Lattice.persona_user`).
+
+What enters is, by default (`pair_only`), the pair terms' share of the model's log-odds: the
+features of both lines together (overlaps, the echo, a question then an answer, a greeting greeted
+back, thanks answered, ...), with the features of one line alone (`ONE_SIDED`: its length, whether
+it is a question, its lexicons) held at their mean. Those say where a speaker's run ends, which the
+run model (`psyattrs.align.priors.RunModel`) already scores from the same lines and the same
+posteriors; counted in both, that evidence weighed twice, and the model hardly learnt the pair: on
+the 135 real rows its largest weights were the last line's length (0.54) and question mark (0.42),
+the overlaps' under 0.1. Not quite all of it goes: a question then an answer and a question then
+a question add up to the last line being a question, so those two still carry part of its weight
+(0.37 and 0.14 with the one-sided terms fitted beside them). With `pair_only=False` (ALIGN_VERSION
+4) the change scores the whole log P(change | both lines) against the corpus rate.
 
 scikit-learn is imported inside `fit`.
 """
@@ -40,6 +52,11 @@ FEATURES = (
     "sorry_answer", "laugh_after", "b_agree_after_q",
     *(f"a_{k}" for k in LEXICONS), *(f"b_{k}" for k in LEXICONS),
 )  # fmt: skip
+ONE_SIDED = (
+    "bias", "a_question", "b_question", "a_len", "b_len", *(f"a_{k}" for k in LEXICONS), *(f"b_{k}" for k in LEXICONS),
+)  # fmt: skip
+"""The features of one line alone: where a run ends, not whether the reply fits (`CoherenceModel`'s
+`pair_only`)."""
 
 
 def is_question(line: str) -> bool:
@@ -132,12 +149,16 @@ class CoherenceModel:
     Args:
         persona: per conversation, its non-blank persona lines; user: its non-blank user lines.
         fold: (n_conversations,) cross-fitting fold of each conversation.
+        pair_only: score each pair by its pair terms only (module docstring): the logit share of
+            the features that are not `ONE_SIDED`, centred on the training pairs' mean; else
+            log P(change | pair) - log(the corpus rate).
 
     Pairs are indexed by non-blank line: `persona_user[c][a, b]` is the score of persona line a
     followed by user line b, `user_persona[c][b, a]` of user line b followed by persona line a.
     """
 
-    def __init__(self, persona: list[list[str]], user: list[list[str]], fold: np.ndarray):
+    def __init__(self, persona: list[list[str]], user: list[list[str]], fold: np.ndarray, pair_only: bool = True):
+        self.pair_only = pair_only
         self.fold = np.asarray(fold, dtype=np.int64)
         self.n_folds = int(self.fold.max()) + 1 if len(self.fold) else 1
         feat = PairFeaturizer([x for lines in persona + user for x in lines])
@@ -190,6 +211,7 @@ class CoherenceModel:
             models[f] = model
         if not models:
             return
+        pair = np.array([n not in ONE_SIDED for n in FEATURES] * 2)
         self.coef = dict(zip([*FEATURES, *(f"up:{n}" for n in FEATURES)],
                              np.mean([m.coef_[0] for m in models.values()], axis=0).round(3).tolist()))
         for c in range(len(self.X)):
@@ -201,6 +223,9 @@ class CoherenceModel:
                 F = self.X[c][d]
                 flat = F.reshape(-1, F.shape[-1]).astype(float)
                 Z = (np.hstack([flat, flat * d]) - mu) / sd
+                if self.pair_only:  # the pair terms' share of the log-odds, the one-sided ones at their mean
+                    out.append((Z[:, pair] @ model.coef_[0][pair]).reshape(F.shape[:2]))
+                    continue
                 p = np.clip(model.predict_proba(Z)[:, 1], 1e-3, 1 - 1e-3) if len(Z) else np.zeros(0)
                 out.append((np.log(p) - np.log(self.base)).reshape(F.shape[:2]))
             self.scores[c] = (out[0], out[1])

@@ -124,6 +124,7 @@ class Aligner:
                 [[x for x, b in zip(c.p_text, c.p_blank) if not b] for c in convs],
                 [[x for x, b in zip(c.u_text, c.u_blank) if not b] for c in convs],
                 self.conv_fold,
+                pair_only=settings.coherence_pairs,
             )
         self.pairs = [  # per conversation and treatment: the line pair at each run-score index
             (self.cands.run_pairs(ci, m.p_items, 0), self.cands.run_pairs(ci, m.u_items, 1))
@@ -315,10 +316,15 @@ class Aligner:
         kinds = [st.kind for st in fit.path.steps if st.kind in (lattice.PERSONA, lattice.USER)]
         return 1 + sum(a != b for a, b in zip(kinds, kinds[1:])) if kinds else 0
 
-    def match_runs(self, ci: int, fit: Fit | None, logp: dict[str, np.ndarray], priors: Priors, tries: int = 6) -> Fit | None:
+    def match_runs(self, ci: int, fit: Fit | None, logp: dict[str, np.ndarray], priors: Priors, tries: int = 10) -> Fit | None:
         """The fit whose best reading has runs_per_turn x total_turn speaker runs, found by
         bisection on the conversation's change shift (`AlignSettings.exact_turns`); the closest
-        when none of the tries reaches it (ties: the unshifted fit)."""
+        when none of the tries reaches it (ties: the unshifted fit).
+
+        A reading gains or loses runs mostly two at a time (a run of the other speaker opens inside one),
+        so the shifts that give exactly the target can be a narrow window: with 6 tries (a last
+        step of about 0.125 in logit) 0.73 of the 135 real conversations reached it, with 10 (0.008)
+        0.90 (benchmarks/align_benchmark.py --gold, ALIGN_VERSION 5)."""
         c = self.convs[ci]
         if fit is None or fit.path is None or not np.isfinite(c.total_turn):
             return fit

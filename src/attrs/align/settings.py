@@ -74,12 +74,24 @@ class AlignSettings:
         coherence: score each speaker change by the two lines on either side of it
             (`psyattrs.align.coherence.CoherenceModel`, learnt from the rounds' posteriors).
         coherence_weight: weight of the coherence log-ratios (> 0).
+        coherence_pairs: the coherence scores only what the two lines say together (shared
+            words, an answer to a question, ...), not what one line alone says about where a run
+            ends, which `run_model` scores already (`CoherenceModel`'s `pair_only`).
 
-    Defaults (ALIGN_VERSION 4): as ALIGN_VERSION 3, with conversations frozen once settled
+    Defaults (ALIGN_VERSION 5): as ALIGN_VERSION 4, with `coherence_pairs` on and the run-count
+    search of `exact_turns` given 10 bisection steps instead of 6. On the six gold conversations
+    (`benchmarks/align_benchmark.py --gold ... --configs v4,defaults`) `coherence_pairs` placed as
+    many agreed user lines right (0.768 against 0.773: one line of 211), and its confidence says
+    more: 0.51 of those lines at `align_confidence` >= 0.9, 0.925 of them right, against 0.39 and
+    0.892; 0.726 of the 135 real conversations had exactly 2 x total_turn runs against 0.770, 0.896
+    with the longer search (0.763 of the agreed lines right).
+
+    ALIGN_VERSION 4: as ALIGN_VERSION 3, with conversations frozen once settled
     (`freeze_after` 1, `freeze_tol` 0.05 reached at round `freeze_ramp` 10, 15 rounds at most): on
     the real rows the rounds stopped after round 11 (0.17% of the labels changed unit) with 134 of
     135 conversations frozen, where ALIGN_VERSION 3 hit the 10-round cap with 4.2% changing; 0.754
-    of the gold conversations' agreed user lines placed right against 0.725.
+    of the gold conversations' agreed user lines placed right against 0.725 (0.773 measured again
+    with the code of ALIGN_VERSION 5, `coherence_pairs=False`).
 
     ALIGN_VERSION 3: `turn_shape` 8, `exact_turns` and `coherence` (weight 1) are on;
     `pause_rule` and `damping` are off. Chosen on the six gold conversations
@@ -110,6 +122,7 @@ class AlignSettings:
     pause_rule: float = 0.0
     coherence: bool = True
     coherence_weight: float = 1.0
+    coherence_pairs: bool = True
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -134,7 +147,7 @@ class AlignSettings:
             w = getattr(self, name)
             if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 <= w < float("inf"):
                 raise ValueError(f"align setting {name!r} must be a number >= 0, got {w!r}")
-        for name in ("match_turns", "run_model", "coherence", "exact_turns"):
+        for name in ("match_turns", "run_model", "coherence", "exact_turns", "coherence_pairs"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"align setting {name!r} must be true or false, got {getattr(self, name)!r}")
         if isinstance(self.damping, bool) or not isinstance(self.damping, (int, float)) or not 0 <= self.damping < 1:
