@@ -109,7 +109,6 @@ def test_coherence_model_learns_that_answers_echo_and_is_cross_fitted():
     assert np.diag(pu).mean() > 0 > pu[~np.eye(5, dtype=bool)].mean()
 
 
-
 def test_pair_only_coherence_leaves_where_a_run_ends_to_the_run_model():
     # the posterior changes after every long persona line whatever follows, and after a short one
     # only into the user line that echoes it: the length of the last line is run-end evidence (the
