@@ -347,6 +347,16 @@ def test_a_lewidi_run_reports_its_own_heads(tmp_path, capsys):
     assert [h["name"] for h in schema["heads"]] == ["offensiveness"]
     page = Path(client.download_artifacts(result.run_id, "report/report.html", str(tmp_path))).read_text("utf-8")
     assert "offensiveness" in page and "strange" not in page
+    # evaluate reads the same schema.json: it scores the run's heads even once the training file,
+    # whose own heads the config pointed to, is gone
+    from psyattrs.experiments.runner import evaluate
+
+    test_file = tmp_path / "Ar_test.json"
+    path.rename(tmp_path / "elsewhere.json")
+    metrics = evaluate(result.run_id, test_file, tracking_uri=uri)
+    assert np.isfinite(metrics["eval_soft_ce_offensiveness"])
+    assert main(["evaluate", "--run", result.run_id, "--tracking-uri", uri, "--data", str(test_file)]) == 0
+    assert "offensiveness" in capsys.readouterr().out
 
 def test_lewidi_minilm_config_is_a_soft_target_transformer_and_trains_on_the_official_splits(tmp_path):
     """The shipped transformer config with its backbone swapped for the tiny scratch encoder

@@ -51,7 +51,7 @@ def _warn_overlap(metrics: dict[str, float], data: Path) -> None:
 def handler(args: argparse.Namespace) -> int:
     from psyattrs.data.output import write_text_atomic
     from psyattrs.experiments.metrics import format_table, summary_table
-    from psyattrs.experiments.runner import config_schema, evaluate
+    from psyattrs.experiments.runner import evaluate, run_schema
     from psyattrs.experiments.tracking import ChangedDataWarning, load_run_config
 
     with warnings.catch_warnings(record=True) as caught:
@@ -63,13 +63,13 @@ def handler(args: argparse.Namespace) -> int:
             print(f"WARNING: {w.message}", file=sys.stderr)
         else:  # every other warning reaches the user as it would have without the recording
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
-    config, _ = load_run_config(args.run_id, tracking_uri=args.tracking_uri)
+    config, extras = load_run_config(args.run_id, tracking_uri=args.tracking_uri)
     prefix = "test_" if args.data is None else "eval_"
     what = "its test split" if args.data is None else str(args.data)
     print(f"run {args.run_id} ({config.run_name}, {config.model.kind}) on {what}")
     if args.data is not None:
         _warn_overlap(metrics, args.data)
-    print(format_table(summary_table(metrics, config_schema(config), prefix=prefix)))
+    print(format_table(summary_table(metrics, run_schema(args.run_id, config, extras), prefix=prefix)))
     if args.json is not None:
         clean = {k: (None if math.isnan(v) else v) for k, v in metrics.items()}
         write_text_atomic(args.json, json.dumps(clean, indent=2), make_parents=True)

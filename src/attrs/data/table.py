@@ -49,7 +49,7 @@ BASE_COLUMNS: tuple[str, ...] = (
     "is_pause",
     "text",
 )
-_STR_DTYPE = pd.Series([], dtype=str).dtype
+STR_DTYPE = pd.Series([], dtype=str).dtype
 """The dtype `astype(str)` gives (pandas' default text dtype)."""
 _STR_COLUMNS = ("doc_id", "sent_id", "person_type", "person_name", "person_id", "persona", "time", "text")
 _LABELER_COLUMN = re.compile(r"^labeler(\d+)_([a-z][a-z0-9]*)$")
@@ -131,7 +131,7 @@ def normalize_table(df: pd.DataFrame, schema: Schema = OPELA) -> pd.DataFrame:
     n = len(out)
     if "doc_id" not in out:
         raise ValueError("an utterance table needs a 'doc_id' column")
-    if out["doc_id"].dtype != _STR_DTYPE:
+    if out["doc_id"].dtype != STR_DTYPE:
         out["doc_id"] = out["doc_id"].astype(str)
     if "position" not in out:
         out["position"] = out.groupby("doc_id", sort=False).cumcount()
@@ -141,7 +141,7 @@ def normalize_table(df: pd.DataFrame, schema: Schema = OPELA) -> pd.DataFrame:
     for col in _STR_COLUMNS:
         if col not in out:
             out[col] = ""
-        if out[col].dtype != _STR_DTYPE or out[col].hasnans:  # a text column without gaps is already right
+        if out[col].dtype != STR_DTYPE or out[col].hasnans:  # a text column without gaps is already right
             out[col] = out[col].fillna("").astype(str)
     if "turn" not in out:
         out["turn"] = pd.array([pd.NA] * n, dtype="Int64")

@@ -32,12 +32,10 @@ import pandas as pd
 
 from psyattrs.data.io import parse_label_column
 from psyattrs.data.output import atomic_output
-from psyattrs.data.table import Corpus, Problem, blank_cells, final_column, labeler_ids, true_column
+from psyattrs.data.table import STR_DTYPE, Corpus, Problem, blank_cells, final_column, labeler_ids, true_column
 from psyattrs.schema import Schema
 
 LINE_CHECK_GROUPS = ("adds up", "pauses not counted", "extra lines", "fewer lines")
-_STR = pd.Series([], dtype=str).dtype
-"""pandas' default text dtype (what `astype(str)` gives)."""
 _TRUE = frozenset({"1", "1.0", "true", "yes"})
 _FALSE = frozenset({"0", "0.0", "false", "no", "", "na", "nan", "<na>", "none", "null"})
 
@@ -210,8 +208,8 @@ def check_utterances(
 
     if "sent_id" in df:
         raw = df["sent_id"]
-        sent = raw.astype(str).where(raw.notna(), "") if raw.dtype != _STR or raw.hasnans else raw
-        blank = blank_cells(df["sent_id"])
+        sent = raw.astype(str).where(raw.notna(), "") if raw.dtype != STR_DTYPE or raw.hasnans else raw
+        blank = blank_cells(raw)
         found.add(blank, "empty sent_id", "sent_id")
         repeats = not sent.is_unique  # cheaper than `duplicated`, which runs only when some sent_id repeats
         dup = sent.duplicated(keep="first") & ~blank if repeats else np.zeros(len(sent), dtype=bool)

@@ -191,9 +191,11 @@ def fill_final_labels(table: pd.DataFrame, schema: Schema, *, method: str, sourc
     return resolve_final_labels(table, subset, method=method, seed=0), [h.name for h in no_final]
 
 
-def config_schema(config: ExperimentConfig) -> Schema:
-    """The schema a config trains with: `data.schema`, or for a LeWiDi corpus under the default
-    `opela` the file's own (`psyattrs.data.lewidi.file_schema`)."""
+def run_schema(run_id: str, config: ExperimentConfig, extras: dict[str, Any]) -> Schema:
+    """The schema a run trained with: its `schema.json` (`load_run_config`'s extras), else, for a
+    run from before that artifact, what its config says (`data.schema`, or a LeWiDi file's own)."""
+    if extras.get("schema"):
+        return Schema.from_dict(extras["schema"], source=f"run {run_id} schema.json")
     return _schema(config)
 
 
@@ -641,7 +643,7 @@ def evaluate(
         raise ValueError(f"run {run_id} is one fold of a cross-validation; evaluate its parent run")
     if extras["role"] == "cv" and data_path is None:
         raise ValueError(f"run {run_id} is a cross-validation parent whose model saw the whole corpus: pass --data")
-    schema = _schema(config)
+    schema = run_schema(run_id, config, extras)
     with tracking_store(extras["tracking_uri"]), quiet_mlflow(quiet):
         try:
             pyfunc = mlflow.pyfunc.load_model(extras["model_uri"])

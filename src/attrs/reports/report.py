@@ -32,10 +32,10 @@ import pandas as pd
 
 from psyattrs.experiments import metrics as M
 from psyattrs.experiments.config import ExperimentConfig, load_config
-from psyattrs.experiments.runner import TrainResult, train as train_run
+from psyattrs.experiments.runner import TrainResult, run_schema, train as train_run
 from psyattrs.experiments.tracking import load_run_config, quiet_mlflow, tracking_store
 from psyattrs.reports import plots
-from psyattrs.schema import Schema, load_schema
+from psyattrs.schema import Schema
 
 REPORT_ARTIFACT = "report/report.html"
 _CSS = """
@@ -120,8 +120,7 @@ def read_run(run_id: str, *, tracking_uri: str | None = None) -> RunContent:
         run_id=run_id, run_name=run.info.run_name or "", status=run.info.status, role=extras["role"],
         experiment=experiment.name if experiment else run.info.experiment_id, start_time=start,
         tags=dict(run.data.tags), metrics=dict(run.data.metrics), config_yaml=config_yaml, config=config,
-        schema=(Schema.from_dict(extras["schema"], source=f"run {run_id} schema.json") if extras.get("schema")
-                else load_schema(config.data.schema)), predictions=predictions, histories=histories, folds=folds,
+        schema=run_schema(run_id, config, extras), predictions=predictions, histories=histories, folds=folds,
     )
 
 
