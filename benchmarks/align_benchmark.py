@@ -269,14 +269,16 @@ CONFIGS: dict[str, dict] = {
     "coherence": {**ISSUE5, "coherence": True},
     "damped": {**ISSUE5, "damping": 0.5},
     "all": {"turn_shape": 8.0, "exact_turns": True, "pause_rule": 8.0, "coherence": True, "damping": 0.5, "freeze_after": 0},
-    "v3": {"freeze_after": 0, "coherence_pairs": False},
-    "v4": {"coherence_pairs": False},
+    "v3": {"freeze_after": 0, "coherence_pairs": False, "coherence_morphemes": False},
+    "v4": {"coherence_pairs": False, "coherence_morphemes": False},
+    "v5": {"coherence_morphemes": False},
     "defaults": {},
 }
 """The configurations of the gold part: overrides of `AlignSettings` (issue5: the settings of issue 5;
 each new source of evidence alone on top of them; all of them; v3: the defaults of ALIGN_VERSION 3, whose
 rounds froze no conversation; v4: those of ALIGN_VERSION 4, whose coherence scores also counted what one
-line alone says; defaults: `AlignSettings()` as it is)."""
+line alone says; v5: those of ALIGN_VERSION 5, whose coherence did not count the content morphemes both
+lines hold; defaults: `AlignSettings()` as it is)."""
 
 
 def _cv(labelled: pd.DataFrame) -> tuple[dict[str, float], dict[str, float]]:

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from psyattrs.align import AlignSettings, align_public, write_aligned
-from psyattrs.align.coherence import FEATURES, CoherenceModel, PairFeaturizer, is_question
+from psyattrs.align.coherence import FEATURES, CoherenceModel, PairFeaturizer, content_morphemes, is_question
 from psyattrs.align.gold import gold_counts, read_gold, readers_agreement, score_gold, summarize
 from psyattrs.cli import main
 from psyattrs.data.opela import read_public
@@ -107,6 +107,52 @@ def test_coherence_model_learns_that_answers_echo_and_is_cross_fitted():
     assert pu.shape == (5, 5) and up.shape == (5, 5)
     assert (np.diag(pu) > pu.max(axis=1, initial=-np.inf) - 1e-9).all()  # the echo scores highest in each row
     assert np.diag(pu).mean() > 0 > pu[~np.eye(5, dtype=bool)].mean()
+
+
+def test_content_morphemes_keep_nouns_and_stems_not_endings():
+    got = content_morphemes(["카레를 많이 만들었어요 ㅎㅎ", "영화 보셨어요?", ""], "ko")
+    assert got[0] == ["카레/NNG", "많이/MAG", "만들/VV"]  # no particle, ending or laughter
+    assert got[1] == ["영화/NNG", "보/VV"]  # the honorific and the past ending go: 보셨어요 and 봤어요 share 보
+    assert got[2] == []
+    assert content_morphemes(["I watched Up twice"], "en") == [["watched", "up", "twice"]]
+
+
+def test_morpheme_features_count_what_both_lines_hold_by_rarity():
+    corpus = ["카레 먹었어요", "카레 좋아해요", "영화 봤어요", "영화 보셨어요?", "오늘 영화 봐요", "날씨 좋네요"]
+    f = {name: k for k, name in enumerate(FEATURES)}
+    feat = PairFeaturizer(corpus, "ko")
+    X = feat.features(["영화 보셨어요?"], ["저는 어제 봤어요", "카레 먹었어요", "영화 봤어요"])
+    idf = dict(zip(feat.morphs.index, feat.morphs.idf))
+    assert X[0, 0, f["morph_echo"]] == 1 and X[0, 0, f["morph_rare"]] == pytest.approx(idf["보/VV"])
+    assert X[0, 1, f["morph_echo"]] == 0 and X[0, 1, f["morph_overlap"]] == 0 and X[0, 1, f["morph_rare"]] == 0
+    # two shared morphemes: their rarity summed (log1p), the rarer of the two
+    assert X[0, 2, f["morph_overlap"]] == pytest.approx(np.log1p(idf["보/VV"] + idf["영화/NNG"]), rel=1e-5)
+    assert X[0, 2, f["morph_rare"]] == pytest.approx(max(idf["보/VV"], idf["영화/NNG"]), rel=1e-5)
+    # the word and bigram overlaps miss 보셨어요 / 봤어요; without a language the morpheme features stay 0
+    assert X[0, 0, f["word_overlap"]] == 0
+    plain = PairFeaturizer(corpus).features(["영화 보셨어요?"], ["저는 어제 봤어요"])
+    assert plain[0, 0, [f["morph_overlap"], f["morph_echo"], f["morph_rare"]]].tolist() == [0, 0, 0]
+
+
+def test_coherence_model_learns_the_morpheme_echo():
+    # the reply shares only an inflected stem with the line before it (먹었 / 먹어, 봤 / 보셨):
+    # no word in common, so what is learnt is the morphemes'
+    rng = np.random.default_rng(2)
+    stems = [("먹었어요?", "먹어요"), ("보셨어요?", "봤어요"), ("만드셨어요?", "만들었어요"), ("가셨어요?", "갔어요"),
+             ("읽으셨어요?", "읽었어요"), ("들으셨어요?", "들었어요")]
+    persona, user, events = [], [], []
+    for c in range(12):
+        order = rng.permutation(len(stems))[:5]
+        persona.append([f"어제 {stems[k][0]}" for k in order])
+        user.append([f"네 저도 {stems[k][1]}" for k in order])
+        at = np.ones((5, 5))
+        change = np.eye(5) * 0.9 + 0.02
+        events.append((change, at, change.T.copy(), at.copy()))
+    model = CoherenceModel(persona, user, np.arange(12) % 2, language="ko")
+    model.fit(events)
+    assert model.coef["morph_echo"] > 0 and model.coef["morph_overlap"] > 0
+    pu = model.scores[5][0]
+    assert np.diag(pu).mean() > pu[~np.eye(5, dtype=bool)].mean() + 0.5
 
 
 def test_pair_only_coherence_leaves_where_a_run_ends_to_the_run_model():

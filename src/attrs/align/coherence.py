@@ -5,7 +5,9 @@ answer echoes the topic, a greeting is greeted back, thanks and apologies are an
 follows a joke. `CoherenceModel` scores every pair (last line of one speaker, first line of the
 other) of a conversation with a logistic regression on features that need no external model
 (`pair_features`): rarity-weighted overlap of character bigrams, word stems and words, an echo of
-a rare word, a question followed by a non-question, greeting / closing / thanks / apology /
+a rare word, the content morphemes both lines hold (kiwipiepy's nouns, verb and adjective stems,
+roots: `content_morphemes`, through the project's cached tokenizer), a question followed by a
+non-question, greeting / closing / thanks / apology /
 laughter lexicons on either side, and the lengths. It is learnt from the aligner's posteriors (at
 each persona or user state of the DP, whether the other speaker came next), cross-fitted over
 conversations like the sentence classifier, and enters the DP on each speaker change
@@ -47,7 +49,8 @@ LEXICONS: dict[str, tuple[str, ...]] = {
 """Phrases whose presence on either side of a speaker change says something about the change."""
 
 FEATURES = (
-    "bias", "bigram_overlap", "stem_overlap", "word_overlap", "rare_echo", "q_then_answer", "q_then_q",
+    "bias", "bigram_overlap", "stem_overlap", "word_overlap", "rare_echo", "morph_overlap", "morph_echo", "morph_rare",
+    "q_then_answer", "q_then_q",
     "a_question", "b_question", "a_len", "b_len", "both_greet", "both_close", "thanks_answer",
     "sorry_answer", "laugh_after", "b_agree_after_q",
     *(f"a_{k}" for k in LEXICONS), *(f"b_{k}" for k in LEXICONS),
@@ -57,6 +60,9 @@ ONE_SIDED = (
 )  # fmt: skip
 """The features of one line alone: where a run ends, not whether the reply fits (`CoherenceModel`'s
 `pair_only`)."""
+CONTENT_TAGS = ("NNG", "NNP", "NR", "SN", "SL", "SH", "XR", "VV", "VA", "MAG")
+"""The kiwipiepy tags of the morphemes whose echo says a reply picks up a topic: nouns, numbers,
+foreign words, roots, verb and adjective stems, adverbs (not endings, particles or punctuation)."""
 
 
 def is_question(line: str) -> bool:
@@ -87,6 +93,18 @@ class _Vocab:
         return sp.csr_matrix((vals, (rows, cols)), shape=(len(token_lists), len(self.idf)))
 
 
+def content_morphemes(lines: list[str], language: str) -> list[list[str]]:
+    """Per line, its content morphemes (`CONTENT_TAGS`) as `form/TAG`, from the project's cached
+    tokenizer (`psyattrs.features.text.tokenize`); for a language other than `ko`, its word
+    tokens of two or more characters (no tags to filter on)."""
+    from psyattrs.features.text import normalize_texts, tokenize, word_tokenizer
+
+    tokens = tokenize(normalize_texts(lines), word_tokenizer(language))
+    if word_tokenizer(language) != "ko":
+        return [[t for t in toks if len(t) >= 2] for toks in tokens]
+    return [[t for t in toks if t.rpartition("/")[2].split("-")[0] in CONTENT_TAGS] for toks in tokens]
+
+
 def _tokens(line: str) -> tuple[list[str], list[str], list[str]]:
     words = _WORD.findall(line.lower())
     bigrams = [w[k : k + 2] for w in words for k in range(len(w) - 1)]
@@ -95,13 +113,21 @@ def _tokens(line: str) -> tuple[list[str], list[str], list[str]]:
 
 
 class PairFeaturizer:
-    """`pair_features` for the lines of one corpus (idf statistics from all of its lines)."""
+    """`pair_features` for the lines of one corpus (idf statistics from all of its lines).
 
-    def __init__(self, lines: list[str]):
+    Args:
+        lines: every line of the corpus (the rarity statistics).
+        language: the corpus's language code, for the morpheme features (`content_morphemes`);
+            None leaves them at 0.
+    """
+
+    def __init__(self, lines: list[str], language: str | None = None):
         toks = [_tokens(x) for x in lines]
         self.vocabs = [_Vocab([t[k] for t in toks]) for k in range(3)]
         rare = np.quantile(self.vocabs[0].idf, 0.5) if len(self.vocabs[0].idf) else 0.0
         self.rare_idf = float(rare)
+        self.language = language
+        self.morphs = _Vocab(content_morphemes(lines, language)) if language is not None else None
 
     def features(self, left: list[str], right: list[str]) -> np.ndarray:
         """(len(left), len(right), len(FEATURES)) float32: every pair (left line, right line)."""
@@ -121,6 +147,13 @@ class PairFeaturizer:
         A = v.matrix([t[0] for t in a_t], weighted=False, min_idf=self.rare_idf)
         B = v.matrix([t[0] for t in b_t], weighted=False, min_idf=self.rare_idf)
         out[..., f["rare_echo"]] = np.minimum((A @ B.T).toarray(), 3.0)
+        if self.morphs is not None:  # shared content morphemes: their rarity summed, any, the rarest
+            A = self.morphs.matrix(content_morphemes(left, self.language), weighted=False)
+            B = self.morphs.matrix(content_morphemes(right, self.language), weighted=False)
+            shared = (A @ B.T).toarray()
+            out[..., f["morph_overlap"]] = np.log1p((A.multiply(self.morphs.idf[None, :]).tocsr() @ B.T).toarray())
+            out[..., f["morph_echo"]] = shared > 0
+            out[..., f["morph_rare"]] = _rarest_shared(A, B, self.morphs.idf)
         qa = np.array([is_question(x) for x in left], dtype=np.float32)
         qb = np.array([is_question(x) for x in right], dtype=np.float32)
         out[..., f["a_question"]] = qa[:, None]
@@ -143,6 +176,15 @@ class PairFeaturizer:
         return out
 
 
+def _rarest_shared(A: sp.csr_matrix, B: sp.csr_matrix, idf: np.ndarray) -> np.ndarray:
+    """(rows of A, rows of B): the largest idf of a token both rows hold (0: none)."""
+    cols = np.intersect1d(A.indices, B.indices)
+    if not len(cols):
+        return np.zeros((A.shape[0], B.shape[0]))
+    a, b = A[:, cols].toarray() > 0, B[:, cols].toarray() > 0
+    return np.max(np.where(a[:, None, :] & b[None, :, :], idf[cols], 0.0), axis=2)
+
+
 class CoherenceModel:
     """P(the other speaker comes next | a speaker's state, the two lines at the change), per pair.
 
@@ -152,16 +194,19 @@ class CoherenceModel:
         pair_only: score each pair by its pair terms only (module docstring): the logit share of
             the features that are not `ONE_SIDED`, centred on the training pairs' mean; else
             log P(change | pair) - log(the corpus rate).
+        language: the corpus's language code: the morpheme features (`PairFeaturizer`); None
+            leaves them out.
 
     Pairs are indexed by non-blank line: `persona_user[c][a, b]` is the score of persona line a
     followed by user line b, `user_persona[c][b, a]` of user line b followed by persona line a.
     """
 
-    def __init__(self, persona: list[list[str]], user: list[list[str]], fold: np.ndarray, pair_only: bool = True):
+    def __init__(self, persona: list[list[str]], user: list[list[str]], fold: np.ndarray, pair_only: bool = True,
+                 language: str | None = None):
         self.pair_only = pair_only
         self.fold = np.asarray(fold, dtype=np.int64)
         self.n_folds = int(self.fold.max()) + 1 if len(self.fold) else 1
-        feat = PairFeaturizer([x for lines in persona + user for x in lines])
+        feat = PairFeaturizer([x for lines in persona + user for x in lines], language)
         self.X = [(feat.features(p, u), feat.features(u, p)) for p, u in zip(persona, user)]
         self.scores = [(np.zeros(x[0].shape[:2]), np.zeros(x[1].shape[:2])) for x in self.X]
         self.fitted = False

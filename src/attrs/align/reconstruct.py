@@ -456,7 +456,7 @@ def write_report(result: AlignResult, path: "str | Path") -> Path:
     return p
 
 
-ALIGN_VERSION = 5
+ALIGN_VERSION = 6
 """Bumped when the aligner's output changes, so cached alignments are redone."""
 
 

@@ -125,6 +125,7 @@ class Aligner:
                 [[x for x, b in zip(c.u_text, c.u_blank) if not b] for c in convs],
                 self.conv_fold,
                 pair_only=settings.coherence_pairs,
+                language=schema.language if settings.coherence_morphemes else None,
             )
         self.pairs = [  # per conversation and treatment: the line pair at each run-score index
             (self.cands.run_pairs(ci, m.p_items, 0), self.cands.run_pairs(ci, m.u_items, 1))
