@@ -99,8 +99,9 @@ def content_morphemes(lines: list[str], language: str) -> list[list[str]]:
     tokens of two or more characters (no tags to filter on)."""
     from psyattrs.features.text import normalize_texts, tokenize, word_tokenizer
 
-    tokens = tokenize(normalize_texts(lines), word_tokenizer(language))
-    if word_tokenizer(language) != "ko":
+    kind = word_tokenizer(language)
+    tokens = tokenize(normalize_texts(lines), kind)
+    if kind != "ko":
         return [[t for t in toks if len(t) >= 2] for toks in tokens]
     return [[t for t in toks if t.rpartition("/")[2].split("-")[0] in CONTENT_TAGS] for toks in tokens]
 
@@ -127,7 +128,17 @@ class PairFeaturizer:
         rare = np.quantile(self.vocabs[0].idf, 0.5) if len(self.vocabs[0].idf) else 0.0
         self.rare_idf = float(rare)
         self.language = language
-        self.morphs = _Vocab(content_morphemes(lines, language)) if language is not None else None
+        self.morphs, self._morphemes = None, {}
+        if language is not None:
+            morphemes = content_morphemes(lines, language)
+            self.morphs, self._morphemes = _Vocab(morphemes), dict(zip(lines, morphemes))
+
+    def _content(self, lines: list[str]) -> list[list[str]]:
+        """`content_morphemes` of lines, those of the corpus's lines as computed at construction."""
+        missing = [x for x in dict.fromkeys(lines) if x not in self._morphemes]
+        if missing:
+            self._morphemes.update(zip(missing, content_morphemes(missing, self.language)))
+        return [self._morphemes[x] for x in lines]
 
     def features(self, left: list[str], right: list[str]) -> np.ndarray:
         """(len(left), len(right), len(FEATURES)) float32: every pair (left line, right line)."""
@@ -148,12 +159,11 @@ class PairFeaturizer:
         B = v.matrix([t[0] for t in b_t], weighted=False, min_idf=self.rare_idf)
         out[..., f["rare_echo"]] = np.minimum((A @ B.T).toarray(), 3.0)
         if self.morphs is not None:  # shared content morphemes: their rarity summed, any, the rarest
-            A = self.morphs.matrix(content_morphemes(left, self.language), weighted=False)
-            B = self.morphs.matrix(content_morphemes(right, self.language), weighted=False)
-            shared = (A @ B.T).toarray()
+            A = self.morphs.matrix(self._content(left), weighted=False)
+            B = self.morphs.matrix(self._content(right), weighted=False)
             out[..., f["morph_overlap"]] = np.log1p((A.multiply(self.morphs.idf[None, :]).tocsr() @ B.T).toarray())
-            out[..., f["morph_echo"]] = shared > 0
             out[..., f["morph_rare"]] = _rarest_shared(A, B, self.morphs.idf)
+            out[..., f["morph_echo"]] = out[..., f["morph_rare"]] > 0  # every idf is at least 1
         qa = np.array([is_question(x) for x in left], dtype=np.float32)
         qb = np.array([is_question(x) for x in right], dtype=np.float32)
         out[..., f["a_question"]] = qa[:, None]
