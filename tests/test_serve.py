@@ -284,6 +284,40 @@ def test_a_body_over_the_limit_gets_413_and_the_server_keeps_serving(server, tin
     assert status == 200 and len(json.loads(text)["predictions"]) == 2000
 
 
+def _asgi_post(app, chunks: list[bytes]) -> tuple[int, dict]:
+    """Status and JSON answer of a chunked POST /invocations sent to the ASGI app in-process."""
+    import asyncio
+
+    messages = [{"type": "http.request", "body": chunk, "more_body": i + 1 < len(chunks)}
+                for i, chunk in enumerate(chunks)]
+    sent = []
+
+    async def receive():
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/invocations", "raw_path": b"/invocations",
+             "query_string": b"", "headers": [(b"content-type", b"application/json"),
+                                               (b"transfer-encoding", b"chunked")],
+             "http_version": "1.1", "scheme": "http", "server": ("127.0.0.1", 1), "client": ("127.0.0.1", 2),
+             "root_path": ""}
+    asyncio.run(app(scope, receive, send))
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return sent[0]["status"], json.loads(body)
+
+
+@pytest.mark.parametrize("chunks", [[b"x" * 60, b"x" * 60], [b"x" * 60, b"x" * 60, b"x" * 60]],
+                         ids=["limit-crossed-by-the-last-chunk", "chunks-after-the-limit"])
+def test_a_chunked_body_over_the_limit_gets_413_wherever_it_ends(chunks):
+    from psyattrs.serving.app import ScoringApp
+
+    # the chunk that crosses the limit was once read a second time when it was the body's last: a 500
+    status, answer = _asgi_post(ScoringApp(model=None, schema=None, max_body=100).app, chunks)
+    assert status == 413 and "the limit is 100 bytes" in answer["message"], (status, answer)
+
+
 def test_the_default_body_limit_is_20_mib():
     command = serve_command("models:/x@champion", port=5123)
     assert command[command.index("--max-body-mb") + 1] == "20"

@@ -196,9 +196,13 @@ class ScoringApp:
         return _error(413, f"the body is {size}; the limit is {self.max_body} bytes ({mib:g} MiB): "
                            "send fewer sentences per request")
 
-    async def _drain(self, request: Any, read: int) -> None:
-        """Reads and drops the rest of a refused body (so the client sees the answer), up to a bound."""
-        async for chunk in request.stream():
+    @staticmethod
+    async def _drain(stream: Any, read: int) -> None:
+        """Reads and drops the rest of a refused body (so the client sees the answer), up to a bound.
+
+        `stream` is the body's one iterator, partly read: a second `request.stream()` raises
+        "Stream consumed" when the chunk that crossed the limit was the body's last."""
+        async for chunk in stream:
             read += len(chunk)
             if read > _DRAIN_LIMIT:
                 break
@@ -206,11 +210,12 @@ class ScoringApp:
     async def _body(self, request: Any) -> "bytes | Any":
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
+        stream = request.stream()
+        async for chunk in stream:
             size += len(chunk)
             if size > self.max_body:
                 chunks.clear()
-                await self._drain(request, size)
+                await self._drain(stream, size)
                 return self._too_large(f"over {self.max_body} bytes")
             chunks.append(chunk)
         return b"".join(chunks)
@@ -225,7 +230,7 @@ class ScoringApp:
             return _error(415, f"the content type is {media!r}; send application/json (UTF-8)")
         length = request.headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body:
-            await self._drain(request, 0)
+            await self._drain(request.stream(), 0)
             return self._too_large(f"{int(length)} bytes")
         try:
             await asyncio.wait_for(self._slots.acquire(), timeout=self.queue_timeout)
