@@ -33,12 +33,18 @@ def _start_training(tmp_path: Path) -> tuple[subprocess.Popen, str]:
     _client(uri).search_experiments()  # create the store here, so two processes never migrate it at once
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
     env.pop("MLFLOW_TRACKING_URI", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "psyattrs", "train", str(EXPERIMENTS / "majority.yaml"), "--quiet",
-         "--set", "data.synthetic.dialogues=4000", "--set", f"tracking.uri={uri}",
-         "--set", "tracking.experiment=signals"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
+    # under `nohup` SIGHUP is ignored, and a child inherits that: psyattrs then leaves it ignored
+    # (as it should), so the child gets SIGHUP's default action back to be stoppable by it
+    hangup = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "psyattrs", "train", str(EXPERIMENTS / "majority.yaml"), "--quiet",
+             "--set", "data.synthetic.dialogues=4000", "--set", f"tracking.uri={uri}",
+             "--set", "tracking.experiment=signals"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+    finally:
+        signal.signal(signal.SIGHUP, hangup)
     return proc, uri
 
 
