@@ -359,7 +359,8 @@ def gold_part(gold_dir: Path, iterations: int, configs: list[str], subset: int |
     out.loc["all", "readers agree"] = float(np.average(agree.reindex(lines.index[:-1]), weights=None)) if len(agree) else np.nan
     for name in configs:
         out[name] = table[name]
-    print("\nshare of agreed user lines placed as both readers place them (readers agree: share of all user lines):")
+    print("\nshare of agreed user lines placed as both readers place them (readers agree: share of all user lines);")
+    print("in-sample: the aligner's defaults were chosen on these same hand-read conversations")
     print(out.to_string(float_format=lambda x: f"{x:.3f}"))
     print("\nper configuration:")
     print(pd.DataFrame(extra).to_string(float_format=lambda x: f"{x:.3f}"))
