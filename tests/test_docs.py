@@ -145,6 +145,15 @@ def _run(args: list[str], cwd: Path, env: dict, what: str) -> float:
     return time.perf_counter() - start
 
 
+def test_a_failing_snippet_fails_the_run(tmp_path):
+    # bash blocks run with -e -o pipefail: a failing command anywhere in a block, or in a pipeline, fails it
+    for code in ("false\necho after", "false | tail -n 1\necho after", "X=$(false | tail -n 1)\necho after"):
+        with pytest.raises(AssertionError, match="exited 1"):
+            _run(["bash", "-e", "-o", "pipefail", "-c", code], tmp_path, dict(os.environ), "block")
+    with pytest.raises(AssertionError, match="exited 1"):
+        _run([sys.executable, "-c", "raise SystemExit(1)"], tmp_path, dict(os.environ), "block")
+
+
 @pytest.mark.slow
 def test_readme_quickstart_runs_as_written(tmp_path, monkeypatch):
     from psyattrs.cli import main as psyattrs_main
