@@ -1,4 +1,4 @@
-"""Benchmark: LeWiDi corpora (docs/formats.md, "LeWiDi JSON") on their official test split, and reading them.
+"""Benchmark: LeWiDi corpora (docs/formats.md) on their official test split, and reading them.
 
 For each corpus (files `NAME_train.json`, `NAME_dev.json`, `NAME_test.json`; a corpus without a
 test file is skipped, saying so), trained on train, calibrated / tuned on dev, scored on test:

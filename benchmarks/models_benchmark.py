@@ -210,7 +210,7 @@ def main() -> None:
     parser.add_argument("--part", nargs="+", default=["A", "B", "C"], choices=["A", "B", "C"])
     parser.add_argument("--dialogues", type=int, default=200)
     parser.add_argument("--speed-sentences", type=int, default=100_000)
-    parser.add_argument("--generic", help="a generic-format multi-annotator corpus (docs/formats.md, "Any multi-annotator dialogue table")")
+    parser.add_argument("--generic", help="a generic-format multi-annotator corpus (docs/formats.md)")
     parser.add_argument("--schema", help="its schema YAML")
     parser.add_argument("--speed-child", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--make", nargs=2, help=argparse.SUPPRESS)

@@ -17,7 +17,7 @@ B. speed, same data as A: seconds per training epoch of our loop (`train_network
 D. the ensemble of experiments/ensemble.yaml's members (tiny transformer, LightGBM context model)
    on the synthetic corpus of A: test macro-F1 and soft cross-entropy of each member and of the
    log-linear and mixture pools, weights fitted on the validation split.
-C. MD-Agreement (English tweets, 5 of 800+ annotators each; SemEval-2023 LeWiDi, docs/formats.md, "LeWiDi JSON"),
+C. MD-Agreement (English tweets, 5 of 800+ annotators each; SemEval-2023 LeWiDi; docs/formats.md),
    read from ../shared/data/lewidi/ (skipped, saying so, when absent), parsed here; train on the
    train split (first `--limit` items), calibrate/stop on dev, score on the official test split
    (first `--test-limit` items): cross-entropy against the annotators' distribution, macro-F1 and

@@ -133,6 +133,7 @@ def test_every_benchmark_writes_its_page():
     for script in sorted((ROOT / "benchmarks").glob("*_benchmark.py")):
         name = script.name.removesuffix("_benchmark.py")
         source = script.read_text(encoding="utf-8")
+        compile(source, str(script), "exec")  # a SyntaxError names the script
         assert "add_docs_option(parser)" in source and f'docs_page("{name}"' in source, script.name
         assert (pages / f"{name}.md").is_file(), f"docs/benchmarks/{name}.md"
 
