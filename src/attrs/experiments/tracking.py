@@ -57,6 +57,7 @@ from psyattrs.data.table import final_column
 import psyattrs.experiments.metrics as M
 from psyattrs.errors import Interrupted
 from psyattrs.experiments.config import ExperimentConfig
+from psyattrs.experiments.figures import calibration_figure, confusion_figure
 from psyattrs.experiments.stopping import current_step, process_start, run_end, shielded, signals_interrupt
 from psyattrs.schema import Schema
 
@@ -317,59 +318,6 @@ def predictions_frame(
         for k in head.values:
             out[f"proba_{head.name}_{k}"] = p[:, k]
     return out
-
-
-def _grid(n: int):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    cols = min(3, n)
-    rows = -(-n // cols)
-    fig = Figure(figsize=(4.2 * cols, 3.8 * rows), layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(rows, cols, squeeze=False).ravel()
-    for ax in axes[n:]:
-        ax.set_visible(False)
-    return fig, axes
-
-
-def confusion_figure(table: pd.DataFrame, schema: Schema, predicted: Mapping[str, np.ndarray] | pd.DataFrame):
-    """One confusion matrix per head (rows: final label, columns: predicted; shade = row share)."""
-    fig, axes = _grid(len(schema))
-    for ax, head in zip(axes, schema):
-        counts = M.confusion(table, head, predicted[head.name])
-        shares = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
-        ax.imshow(shares, cmap="Blues", vmin=0, vmax=1)
-        for (i, j), n in np.ndenumerate(counts):
-            ax.text(j, i, str(n), ha="center", va="center", color="white" if shares[i, j] > 0.5 else "black")
-        ax.set_xticks(head.values)
-        ax.set_yticks(head.values)
-        ax.set_xlabel("predicted")
-        ax.set_ylabel("final label")
-        ax.set_title(head.name)
-    return fig
-
-
-def calibration_figure(table: pd.DataFrame, schema: Schema, proba: Mapping[str, np.ndarray]):
-    """One reliability diagram per head (top-label confidence against accuracy, with the ECE)."""
-    fig, axes = _grid(len(schema))
-    keep = M.evaluable(table)
-    for ax, head in zip(axes, schema):
-        column = final_column(head.name)
-        final = pd.to_numeric(table[column], errors="coerce").to_numpy(dtype=float, na_value=np.nan) if column in table else np.full(len(table), np.nan)
-        rows = keep & ~np.isnan(final)
-        y, p = final[rows].astype(int), np.asarray(proba[head.name])[rows]
-        bins = M.calibration_bins(y, p)
-        used = bins[bins["count"] > 0]
-        ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1)
-        ax.plot(used["confidence"], used["accuracy"], marker="o")
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1)
-        ax.set_xlabel("confidence")
-        ax.set_ylabel("accuracy")
-        ece = M.expected_calibration_error(y, p)
-        ax.set_title(f"{head.name}  ECE {ece:.3f}" if not math.isnan(ece) else f"{head.name}  (no labelled rows)")
-    return fig
 
 
 def pip_requirements(model: Any = None) -> list[str]:
