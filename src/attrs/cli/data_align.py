@@ -23,7 +23,7 @@ import difflib
 import math
 from pathlib import Path
 
-from psyattrs.cli._options import add_tracking_uri
+from psyattrs.cli._options import add_schema, add_tracking_uri
 from psyattrs.errors import InputFileError
 
 LOW_CONFIDENCE = 0.9
@@ -49,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--max-lines", type=int, default=None, help="most lines one message may span (default 8)")
     parser.add_argument("--seed", type=int, default=None, help="seed of the folds and solvers (default 0)")
-    parser.add_argument("--schema", default=None, help="label schema: 'opela' (default) or a YAML file")
+    add_schema(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     add_tracking_uri(parser)
     parser.set_defaults(func=align_handler)
@@ -62,7 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show.add_argument("path", help="the table `psyattrs data align` wrote")
     show.add_argument("--doc", required=True, metavar="DOC_ID", help="the conversation to print")
     show.add_argument("--width", type=int, default=None, help="line width (default: the terminal's, at least 80)")
-    show.add_argument("--schema", default=None, help="label schema: 'opela' (default) or a YAML file")
+    add_schema(show)
     show.add_argument("--gold", default=None, metavar="DIR",
                       help="a folder of hand-made reading orders (reader*/DOC_ID.json): mark where the reconstruction differs")
     show.set_defaults(func=show_handler)
