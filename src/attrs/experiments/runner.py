@@ -36,14 +36,13 @@ import numpy as np
 import pandas as pd
 
 from psyattrs._runtime import on_terminal
+from psyattrs.data.table import SENTENCE_COLUMNS
 import psyattrs.experiments.metrics as M
 from psyattrs.experiments.config import ExperimentConfig, expand_sweep, load_config
 from psyattrs.experiments.dataset import (Dataset, build_dataset, carve_valid, check_files, config_schema,
                                           read_labelled, run_schema, split_dataset)
 from psyattrs.experiments.report import log_run_report
 from psyattrs.schema import Schema
-
-EXAMPLE_COLUMNS = ("doc_id", "sent_id", "position", "person_type", "is_pause", "text")
 
 
 @dataclass
@@ -228,7 +227,7 @@ def _log_inputs(run, split: Dataset, steps: _Steps, config: ExperimentConfig) ->
 
 def _example(table: pd.DataFrame) -> pd.DataFrame:
     first = table[table["doc_id"] == table["doc_id"].iloc[0]].head(3)
-    return first[[c for c in EXAMPLE_COLUMNS if c in first.columns]].reset_index(drop=True)
+    return first[[c for c in SENTENCE_COLUMNS if c in first.columns]].reset_index(drop=True)
 
 
 def _log_outcome(run, scored: _Scored, test: pd.DataFrame, schema: Schema, steps: _Steps) -> tuple[pd.DataFrame, str]:

@@ -53,7 +53,7 @@ from urllib.parse import urlparse
 import numpy as np
 import pandas as pd
 
-from psyattrs.data.table import final_column
+from psyattrs.data.table import SENTENCE_COLUMNS, final_column
 import psyattrs.experiments.metrics as M
 from psyattrs.errors import Interrupted
 from psyattrs.experiments.config import ExperimentConfig
@@ -62,7 +62,6 @@ from psyattrs.experiments.stopping import current_step, process_start, run_end, 
 from psyattrs.schema import Schema
 
 ENV_URI = "MLFLOW_TRACKING_URI"
-PREDICTION_COLUMNS = ("doc_id", "sent_id", "position", "person_type", "is_pause", "text")
 
 
 def repo_root() -> Path | None:
@@ -309,7 +308,7 @@ def predictions_frame(
         then per head `labeler_{head}` (final label, Int64), `pred_{head}` (int64) and
         `proba_{head}_{k}` (float64).
     """
-    out = table[[c for c in PREDICTION_COLUMNS if c in table.columns]].reset_index(drop=True).copy()
+    out = table[[c for c in SENTENCE_COLUMNS if c in table.columns]].reset_index(drop=True).copy()
     for head in schema:
         column = final_column(head.name)
         out[column] = table[column].reset_index(drop=True) if column in table else pd.array([pd.NA] * len(table), "Int64")
