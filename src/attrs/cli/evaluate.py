@@ -53,7 +53,7 @@ def handler(args: argparse.Namespace) -> int:
     from psyattrs.experiments.metrics import format_table, summary_table
     from psyattrs.experiments.dataset import run_schema
     from psyattrs.experiments.runner import evaluate
-    from psyattrs.experiments.tracking import ChangedDataWarning, load_run_config
+    from psyattrs.experiments.provenance import ChangedDataWarning, load_run_config
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ChangedDataWarning)

@@ -184,7 +184,7 @@ def read_corpus(path: str, config: ExperimentConfig, schema: Schema) -> tuple[pd
 
     fmt = None if config.data.format == "auto" else config.data.format
     corpus = load_corpus(path, format=fmt, schema=schema)
-    from psyattrs.experiments.tracking import note_input_file
+    from psyattrs.experiments.provenance import note_input_file
 
     note_input_file(path, corpus.encoding)  # digest and encoding, logged with the active run (if any)
     if corpus.format == "public":  # the public release: its sentence order reconstructed (cached)

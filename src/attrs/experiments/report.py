@@ -31,7 +31,8 @@ from psyattrs.experiments import figures as plots
 from psyattrs.experiments import metrics as M
 from psyattrs.experiments.config import ExperimentConfig
 from psyattrs.experiments.dataset import run_schema
-from psyattrs.experiments.tracking import load_run_config, quiet_mlflow, tracking_store
+from psyattrs.experiments.provenance import load_run_config
+from psyattrs.experiments.store import quiet_mlflow, tracking_store
 from psyattrs.schema import Schema
 
 REPORT_ARTIFACT = "report/report.html"

@@ -41,7 +41,10 @@ import psyattrs.experiments.metrics as M
 from psyattrs.experiments.config import ExperimentConfig, expand_sweep, load_config
 from psyattrs.experiments.dataset import (Dataset, build_dataset, carve_valid, check_files, config_schema,
                                           read_labelled, run_schema, split_dataset)
+from psyattrs.experiments.provenance import (CONVERSATIONS_ARTIFACT, ChangedDataWarning, changed_data,
+                                             conversation_digests, load_run_config, training_overlap)
 from psyattrs.experiments.report import log_run_report
+from psyattrs.experiments.store import quiet_mlflow, tracking_store
 from psyattrs.schema import Schema
 
 
@@ -208,8 +211,6 @@ def _log_inputs(run, split: Dataset, steps: _Steps, config: ExperimentConfig) ->
     which heads had their final labels resolved (param `targets.resolved_heads`)."""
     run.log_metrics({"n_set_aside": float(len(split.set_aside))}, write_json=False)
     run.log_params({"targets.resolved_heads": ",".join(split.resolved) or "none"})
-    from psyattrs.experiments.tracking import CONVERSATIONS_ARTIFACT
-
     fitted = {part: sorted(set(conversation_digests(getattr(split, part)))) for part in ("train", "valid")
               if getattr(split, part) is not None}
     run.log_text(json.dumps(fitted), CONVERSATIONS_ARTIFACT)
@@ -242,38 +243,6 @@ def _log_outcome(run, scored: _Scored, test: pd.DataFrame, schema: Schema, steps
     with steps.step("log the model"):
         model_uri = run.log_model(scored.model, schema, _example(test))
     return summary, model_uri
-
-
-def conversation_digests(table: pd.DataFrame) -> pd.Series:
-    """A digest per conversation of its sentence texts in order (the same conversation read from
-    another file, under another doc_id, gets the same digest).
-
-    Returns:
-        Series, index = doc_id (order of first appearance), values = 16 hex characters.
-    """
-    import hashlib
-
-    if len(table) == 0:
-        return pd.Series([], dtype=object)
-    texts = table["text"].astype(str)
-    joined = texts.groupby(table["doc_id"].to_numpy(), sort=False).agg("\x1f".join)
-    return joined.map(lambda t: hashlib.blake2b(t.encode("utf-8"), digest_size=8).hexdigest())
-
-
-def training_overlap(table: pd.DataFrame, seen: dict[str, list[str]] | None) -> dict[str, float]:
-    """How many conversations of `table` a run was fitted (`train`) or tuned (`valid`) on.
-
-    Returns:
-        `n_eval_conversations`, `n_eval_conversations_in_training`,
-        `n_eval_conversations_in_validation` (the last two NaN when `seen` is None: a run that did
-        not record its conversations).
-    """
-    digests = conversation_digests(table)
-    out = {"n_eval_conversations": float(len(digests))}
-    for part, name in (("train", "training"), ("valid", "validation")):
-        known = set((seen or {}).get(part) or [])
-        out[f"n_eval_conversations_in_{name}"] = float(digests.isin(known).sum()) if seen is not None else float("nan")
-    return out
 
 
 def resolved_message(heads: list[str], method: str) -> str:
@@ -461,7 +430,6 @@ def evaluate(
     import mlflow
     from mlflow.exceptions import MlflowException
 
-    from psyattrs.experiments.tracking import ChangedDataWarning, changed_data, load_run_config, quiet_mlflow, tracking_store
 
     config, extras = load_run_config(run_id, tracking_uri=tracking_uri)
     if extras["status"] != "FINISHED":
