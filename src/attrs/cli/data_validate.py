@@ -15,7 +15,8 @@ from pathlib import Path
 
 from psyattrs.cli._options import add_input_format, add_schema
 from psyattrs.data import FORMATS, load_corpus
-from psyattrs.data.validate import format_summary, summarize, write_report
+from psyattrs.data.summary import format_summary, summarize
+from psyattrs.data.validate import write_report
 from psyattrs.errors import InputFileError
 
 SHOWN_PROBLEMS = 5
