@@ -23,7 +23,8 @@ from psyattrs.labels.soft import mixed_targets
 from psyattrs.models.base import build_model
 from psyattrs.models.annotators import row_annotators
 from psyattrs.schema import Head, Schema
-from psyattrs.features.text import TextFeaturizer, tokenizer_description, word_tokenizer
+from psyattrs.features.text import TextFeaturizer
+from psyattrs.features.tokenizers import tokenizer_description, word_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
 

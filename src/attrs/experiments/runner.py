@@ -254,7 +254,7 @@ def resolved_message(heads: list[str], method: str) -> str:
 def feature_params(config: ExperimentConfig, schema: Schema) -> dict[str, str]:
     """The run parameters that say how text is read: `features.language` (the schema's) and
     `features.tokenizer` (e.g. `character n-grams + whitespace words (fallback: ...)`)."""
-    from psyattrs.features.text import tokenizer_description
+    from psyattrs.features.tokenizers import tokenizer_description
 
     words = str(config.model.params.get("words", "auto"))
     return {"features.language": schema.language, "features.tokenizer": tokenizer_description(schema.language, words)}
