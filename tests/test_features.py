@@ -329,3 +329,16 @@ def test_gather_rows_picks_rows_and_blanks_missing_ones():
     np.testing.assert_array_equal(picked.toarray(), [[3, 3], [0, 0], [1, 0]])
     dense = gather_rows(X.toarray(), np.array([-1, 1]))
     assert np.isnan(dense[0]).all() and dense[1].tolist() == [0, 2]
+
+
+def test_a_pickled_featurizer_names_the_module_saved_models_load_it_from():
+    """Saved tfidf models pickle the featurizer and its word analyser: they must stay importable
+    from `psyattrs.features.text` (the tokenisers moved to `psyattrs.features.tokenizers`)."""
+    import pickle
+
+    featurizer = TextFeaturizer("en", min_df=1, char_ngrams=(1, 2)).fit(["a dog barks", "the cat sleeps"])
+    data = pickle.dumps(featurizer)
+    assert b"psyattrs.features.text" in data and b"TextFeaturizer" in data and b"TokenNgrams" in data
+    assert b"psyattrs.features.tokenizers" not in data  # nothing of the moved module is pickled
+    loaded = pickle.loads(data)
+    assert (loaded.transform(["a cat"]) != featurizer.transform(["a cat"])).nnz == 0
