@@ -27,6 +27,8 @@ No model here: probabilities come from the caller (out-of-sample for labelled it
 
 from __future__ import annotations
 
+import contextlib
+import io
 import warnings
 from typing import Iterable
 
@@ -76,7 +78,8 @@ def activelab(proba: np.ndarray, labels: np.ndarray) -> np.ndarray:
     labels = labels[:, (~np.isnan(labels)).any(axis=0)] if labels.size else labels
     rated = (~np.isnan(labels)).any(axis=1) if labels.size else np.zeros(len(proba), bool)
     out = np.empty(len(proba))
-    with warnings.catch_warnings():
+    # cleanlab prints notes (annotators without overlap) from inside; they are not the user's
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
         if rated.any():
             scored, unrated = get_active_learning_scores(
