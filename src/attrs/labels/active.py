@@ -70,8 +70,6 @@ def model_doubt(proba: np.ndarray, counts: np.ndarray) -> np.ndarray:
 def activelab(proba: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """cleanlab's ActiveLab score per row (lower = more informative), rows with labels and rows
     without in one call; labelers who gave no label in `labels` are dropped first."""
-    from cleanlab.multiannotator import get_active_learning_scores
-
     proba = np.clip(np.asarray(proba, dtype=float), 1e-12, None)
     proba = proba / proba.sum(axis=1, keepdims=True)
     labels = np.asarray(labels, dtype=float).reshape(len(proba), -1)
@@ -81,6 +79,8 @@ def activelab(proba: np.ndarray, labels: np.ndarray) -> np.ndarray:
     # cleanlab prints notes (annotators without overlap) from inside; they are not the user's
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
+        from cleanlab.multiannotator import get_active_learning_scores
+
         if rated.any():
             scored, unrated = get_active_learning_scores(
                 labels[rated], proba[rated], proba[~rated] if (~rated).any() else None

@@ -119,8 +119,6 @@ def crowdlab(labels: HeadLabels, proba: np.ndarray, *, head: str = "") -> tuple[
         ValueError: no rated item, no item with two labels or more (CROWDLAB needs some to
             estimate how often labelers agree), or probabilities of the wrong shape.
     """
-    from cleanlab.multiannotator import get_label_quality_multiannotator
-
     n = len(labels.rows)
     proba = np.asarray(proba, dtype=float)
     if proba.shape[0] != n:
@@ -133,8 +131,10 @@ def crowdlab(labels: HeadLabels, proba: np.ndarray, *, head: str = "") -> tuple[
         )
     proba = np.clip(proba, 1e-12, None)
     proba = proba / proba.sum(axis=1, keepdims=True)
-    with warnings.catch_warnings():  # cleanlab's notes (annotators with few labels) are not the user's problem
+    with warnings.catch_warnings():  # cleanlab's notes (annotators with few labels, tqdm) are not the user's problem
         warnings.simplefilter("ignore")
+        from cleanlab.multiannotator import get_label_quality_multiannotator
+
         found = get_label_quality_multiannotator(
             pd.DataFrame(labels.matrix, columns=labels.labelers), proba, verbose=False
         )
