@@ -230,3 +230,23 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(command, make, extra, 
     assert len(err.splitlines()) == 1 and err.startswith("psyattrs: error:")
     assert __import__("re").search(match, err), err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_registered_model_is_refit_with_its_runs_recipe_calibration_included(synth_corpus, tiny_model):
+    """models:/NAME@ALIAS: the run's targets are read (no note), and a recipe that calibrates and
+    tunes thresholds gets a validation split carved from each fold's training conversations."""
+    from psyattrs.serving.curation import get_label_quality
+
+    assert tiny_model.model.settings["calibration"] == "temperature" and tiny_model.model.settings["tune_thresholds"]
+    result = get_label_quality(synth_corpus, tiny_model.registered, heads=["active"], folds=2,
+                               tracking_uri=tiny_model.tracking_uri)
+    assert result.notes == [] and result.kind == "tfidf" and result.lam == 1.0
+    assert result.model == tiny_model.registered
+    assert set(result.items["head"]) == {"active"} and len(result.items) == int((~synth_corpus["is_pause"]).sum())
+
+
+def test_a_model_folder_says_which_targets_it_refits_with(synth_corpus, model_folder):
+    from psyattrs.serving.curation import get_label_quality
+
+    result = get_label_quality(synth_corpus, model_folder, heads=["active"], folds=2)
+    assert result.notes and "names no run" in result.notes[0]
