@@ -183,6 +183,14 @@ def test_next_by_conversation_on_a_subset_of_heads(corpus_csv, model_folder, cap
     assert len(out.strip().splitlines()) == 5  # title, header, three conversations
 
 
+def test_the_package_exports_both_functions_lazily():
+    import psyattrs
+    from psyattrs.serving import curation
+
+    assert psyattrs.get_label_quality is curation.get_label_quality
+    assert psyattrs.get_next_batch is curation.get_next_batch
+
+
 def test_selection_parts_have_their_documented_extremes():
     from psyattrs.labels.active import model_doubt, normalized_entropy, predicted_disagreement, vote_counts
 
