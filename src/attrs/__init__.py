@@ -16,14 +16,15 @@ __all__ = ["OPELA", "Predictor", "Schema", "get_label_quality", "get_next_batch"
            "predict", "synthesize", "train", "__version__"]
 
 _LAZY = {"predict": "psyattrs.serving.predict", "Predictor": "psyattrs.serving.predict",
-         "train": "psyattrs.reports.report", "load_corpus": "psyattrs.data", "synthesize": "psyattrs.synth",
+         "train": "psyattrs.experiments.runner", "load_corpus": "psyattrs.data", "synthesize": "psyattrs.synth",
          "get_label_quality": "psyattrs.serving.curation", "get_next_batch": "psyattrs.serving.curation"}
 
 
 def __getattr__(name: str) -> Any:
     """`predict`, `Predictor`, `train`, `load_corpus`, `synthesize`, `get_label_quality` and
     `get_next_batch` are imported on first use (they pull in MLflow, the models, pandas); `train`
-    trains an experiment and logs its run report (`psyattrs.reports.report.train`)."""
+    trains an experiment and logs its run report (`psyattrs.experiments.runner.train`, also
+    `psyattrs.experiments.train`)."""
     if name in _LAZY:
         import importlib
 
