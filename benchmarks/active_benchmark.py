@@ -308,7 +308,7 @@ def plot(summary, path: Path) -> None:
 def log_mlflow(summary, table: str, verdict: str, numbers: dict, plot_path: Path, params: dict) -> str:
     import mlflow
 
-    from psyattrs.experiments.tracking import ensure_experiment, quiet_mlflow, tracking_store
+    from psyattrs.experiments.store import ensure_experiment, quiet_mlflow, tracking_store
 
     with tracking_store(None) as uri, quiet_mlflow():
         experiment = ensure_experiment("active-benchmark", uri)

@@ -88,16 +88,18 @@ def run_targets(source: str, tracking_uri: str | None) -> tuple[float, float, st
     """(lam, smoothing, note): the targets of the run that logged the model at `source`; the
     shipped defaults (1.0, 0.0) and a note saying so when the source names no readable run."""
     if source.startswith(("runs:/", "models:/")):
+        import mlflow
+        from mlflow.exceptions import MlflowException
+
+        from psyattrs.experiments.provenance import load_run_config
+        from psyattrs.experiments.store import quiet_mlflow, tracking_store
+
         try:
-            import mlflow
-
-            from psyattrs.experiments.tracking import load_run_config, quiet_mlflow, tracking_store
-
             with tracking_store(tracking_uri), quiet_mlflow():
                 run_id = mlflow.models.get_model_info(source).run_id
             config, _ = load_run_config(run_id, tracking_uri=tracking_uri)
             return float(config.targets.lam), float(config.targets.smoothing), None
-        except Exception as exc:  # noqa: BLE001 - any failure falls back to the documented defaults
+        except (MlflowException, ValueError, OSError) as exc:  # no readable run: the documented defaults
             return 1.0, 0.0, f"could not read the targets of the run behind {source} ({exc}); refitting with lambda 1.0"
     return 1.0, 0.0, f"{source} names no run: refitting with the default targets (lambda 1.0, smoothing 0)"
 
@@ -211,7 +213,7 @@ def log_label_quality(result: LabelQuality, *, tracking_uri: str | None = None) 
     active MLflow run, or to the run named by MLFLOW_RUN_ID; returns its id, None when there is none."""
     import mlflow
 
-    from psyattrs.experiments.tracking import quiet_mlflow, tracking_store
+    from psyattrs.experiments.store import quiet_mlflow, tracking_store
 
     active = mlflow.active_run()
     run_id = active.info.run_id if active is not None else os.environ.get("MLFLOW_RUN_ID")
