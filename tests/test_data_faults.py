@@ -175,3 +175,11 @@ def test_a_file_that_is_mostly_not_utf8_is_still_refused(tmp_path):
     header.write_bytes(b"doc_id,t\xe9xt\nd1,a\nd2,b\nd3,c\n")
     with pytest.raises(InputFileError):
         load_corpus(header)
+
+
+def test_a_long_table_of_only_outlying_labels_keeps_the_class_count_bounded(tmp_path):
+    path = tmp_path / "only.csv"
+    path.write_text("item,worker,label\ni1,w1,1e9\ni2,w1,100000\ni2,w2,100000\n", encoding="utf-8")
+    corpus = read_long(path)
+    assert corpus.schema.heads[0].n_classes == 2
+    assert corpus.n_read == 3 and corpus.n_kept == 0 and [p.row for p in corpus.problems] == [1, 2, 3]

@@ -422,6 +422,16 @@ def _read_with_undecodable_rows(path: Path, raw: bytes, str_columns: Iterable[st
     if mostly_utf8(body) is None:
         decode_bytes(raw, path)  # raises: the file is not UTF-8
     text = body.decode("utf-8", errors="surrogateescape")
+    end = re.search("[\udc80-\udcff]+$", text)
+    if end is not None:  # the file ends inside a character: it was cut short, not a bad row
+        tail = body[len(body) - len(end.group()):]
+        try:
+            codecs.getincrementaldecoder("utf-8")().decode(tail, final=False)
+        except UnicodeDecodeError:
+            pass
+        else:
+            raise InputFileError(path, f"the file ends inside a UTF-8 character (line {_line_of(raw, len(raw) - len(tail))})"
+                                       ": it was cut short (truncated while written or copied)")
     repaired = _UNDECODED.sub(lambda m: "\x00" * len(m.group()), text).encode("utf-8")
     had_nul = b"\x00" in body
     with tempfile.TemporaryDirectory(prefix="psyattrs-") as tmp:

@@ -35,7 +35,7 @@ import pandas as pd
 
 from psyattrs.data.annotations import make_annotations, vote_slots
 from psyattrs.data.io import LONG_ANNOTATOR_COLUMNS, LONG_ITEM_COLUMNS, check_file, read_table, require_columns
-from psyattrs.data.scales import seen_run
+from psyattrs.data.scales import MAX_INFERRED_CLASSES, seen_run
 from psyattrs.data.table import Corpus, Problem, normalize_table
 from psyattrs.errors import InputFileError
 from psyattrs.schema import UNKNOWN_LANGUAGE, Head, Schema
@@ -51,12 +51,13 @@ def _pick(columns, names: tuple[str, ...], path: Path, what: str) -> str:
 
 def _infer_schema(heads: pd.Series, labels: np.ndarray, name: str, path: Path) -> Schema:
     """One head per head value, classes 0..K-1: K from the values seen, bounded (`seen_run`: the
-    run of consecutive labels around the most frequent one, at least 2 classes). A label beyond
-    the run is an outlying value: `read_long` sets its row aside, it does not make classes."""
+    run of consecutive labels around the most frequent one among 0..`MAX_INFERRED_CLASSES` - 1,
+    at least 2 classes). A label beyond the run is an outlying value: `read_long` sets its row
+    aside, it does not make classes."""
     found = []
     for head in dict.fromkeys(heads.tolist()):
         values = labels[(heads == head).to_numpy() & ~np.isnan(labels)]
-        values = values[(values >= 0) & (values == np.floor(values)) & (values < 2**62)]
+        values = values[(values >= 0) & (values == np.floor(values)) & (values < MAX_INFERRED_CLASSES)]
         uniques, counts = np.unique(values.astype(np.int64), return_counts=True)
         try:
             _, high = seen_run(dict(zip(uniques.tolist(), counts.tolist()))) if len(uniques) else (0, 1)
