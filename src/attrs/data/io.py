@@ -376,7 +376,7 @@ def mostly_utf8(body: bytes, *, partial: bool = False) -> str | None:
         partial: `body` is a file's beginning: its last line may be cut and is not counted.
     """
     text = body.decode("utf-8", errors="surrogateescape")  # an undecodable byte -> one lone surrogate
-    n_lines = text.count("\n") + 1
+    n_lines = text.count("\n") + (0 if text.endswith("\n") else 1)  # the header counts, a last empty line not
     bad_lines, line, last = set(), 0, 0
     for m in _UNDECODED.finditer(text):  # one pass: the line of each undecodable run
         line += text.count("\n", last, m.start())
