@@ -2,11 +2,13 @@
 
 One item rated by N annotators (N = 1,000, 2,000, 10,000 by default) beside 80 items of 5 ratings
 each, written by the script (no real text). For each N, in a fresh process: the seconds of
-`psyattrs.data.load_corpus` plus `psyattrs.data.validate.summarize` (what `psyattrs data validate`
+`psyattrs.data.load_corpus` plus `psyattrs.data.summary.summarize` (what `psyattrs data validate`
 does), median of `--repeats`. The work is linear in the ratings: doubling N should about double
 the seconds (it was quadratic before: 1,000 ratings 3.8 s, 2,000 14.5 s, 10,000 more than 120 s).
 
-    .venv/bin/python benchmarks/ratings_benchmark.py [--ratings 1000 2000 10000] [--repeats 3]
+    .venv/bin/python benchmarks/ratings_benchmark.py [--ratings 1000 2000 10000] [--repeats 3] [--write-docs]
+
+A full run (the default ratings and repeats) writes `docs/benchmarks/ratings.md`.
 """
 
 from __future__ import annotations
@@ -19,10 +21,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _docs import add_docs_option, changed, docs_page, wants_docs  # benchmarks/_docs.py
+
+DOCS_INTRO = ("Reading and validating a LeWiDi file in which one item has many ratings (80 items of 5 "
+              "ratings beside it), in a fresh process: the work should grow linearly with the ratings.")
 CHILD = """
 import sys, time
 from psyattrs.data import load_corpus
-from psyattrs.data.validate import summarize
+from psyattrs.data.summary import summarize
 t = time.perf_counter()
 corpus = load_corpus(sys.argv[1])
 summarize(corpus)
@@ -50,7 +56,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ratings", type=int, nargs="+", default=[1000, 2000, 10000])
     parser.add_argument("--repeats", type=int, default=3)
+    add_docs_option(parser)
     args = parser.parse_args(argv)
+    write = wants_docs(args, partial=changed(parser, args, "ratings", "repeats"))
+    with docs_page("ratings", "Many ratings on one item", write=write, intro=DOCS_INTRO):
+        _table(args)
+    return 0
+
+
+def _table(args: argparse.Namespace) -> None:
     print(f"{'ratings on one item':>20}  {'read + summarize (s)':>21}  {'items kept':>10}  {'ratings kept':>12}")
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.ratings:
@@ -61,7 +75,6 @@ def main(argv: list[str] | None = None) -> int:
                 seconds, kept, ratings = out.stdout.split()
                 times.append(float(seconds))
             print(f"{n:>20,}  {statistics.median(times):>21.2f}  {int(kept):>10}  {int(ratings):>12,}")
-    return 0
 
 
 if __name__ == "__main__":
