@@ -6,12 +6,13 @@ the per-sentence layout with the final labels and `align_confidence`; the report
 conversation (log-likelihood, pause treatment, merged lines, ...; set-aside conversations with the
 reason).
 
-`data show-aligned ANNOTATED.csv --doc DOC_ID [--gold DIR]` prints one reconstructed conversation
+`data show-aligned ANNOTATED.csv [--doc DOC_ID] [--gold DIR]` prints one reconstructed conversation
 as a two-column dialogue, persona on the left and user on the right, each sentence with its labels
 and confidence (`?` marks an uncertain placement), for a reader to judge (`psyattrs.align.show`). With `--gold`, a folder of
 hand-made reading orders (`psyattrs.align.gold`), every user sentence the readers place elsewhere is
 marked `x` with where they place it, and a summary line gives the share of agreed user lines placed
-as the readers place them.
+as the readers place them. Without `--doc` it lists the file's conversations (id, sentences, mean
+confidence), one per line.
 
 Exit codes: 0 written / shown; 1 no conversation could be aligned; 2 the input cannot be used.
 """
@@ -57,7 +58,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Prints one conversation of a `data align` output, persona left, user right.",
     )
     show.add_argument("path", help="the table `psyattrs data align` wrote")
-    show.add_argument("--doc", required=True, metavar="DOC_ID", help="the conversation to print")
+    show.add_argument("--doc", default=None, metavar="DOC_ID",
+                      help="the conversation to print (default: list the file's conversations)")
     show.add_argument("--width", type=int, default=None, help="line width (default: the terminal's, at least 80)")
     add_schema(show)
     show.add_argument("--gold", default=None, metavar="DIR",
@@ -147,11 +149,16 @@ def show_handler(args: argparse.Namespace) -> int:
     require_columns(table.columns, ["doc_id", "person_type", "text", "align_confidence", *heads], args.path,
                     "a `psyattrs data align` output")
     docs = table["doc_id"].astype(str)
+    if args.doc is None:
+        print(_conversation_list(table, docs, args.path))
+        return 0
     rows = table[docs == args.doc]
     if rows.empty:
-        close = difflib.get_close_matches(args.doc, list(dict.fromkeys(docs)), n=3, cutoff=0.5)
-        hint = f"; did you mean {close}?" if close else f"; it has {docs.nunique()} conversation(s)"
-        raise ValueError(f"no conversation {args.doc!r} in {args.path}{hint}")
+        ids = list(dict.fromkeys(docs))
+        close = difflib.get_close_matches(args.doc, ids, n=3, cutoff=0.5)
+        shown = ", ".join(ids[:SHOWN_IDS]) + (", ..." if len(ids) > SHOWN_IDS else "")
+        hint = f"; did you mean {close}?" if close else f"; it has {len(ids)} conversation(s): {shown}"
+        raise ValueError(f"no conversation {args.doc!r} in {args.path}{hint} (leave out --doc to list them all)")
     width = args.width or max(80, _terminal_width())
     if width < 60:
         raise ValueError(f"--width must be at least 60, got {width}")
@@ -164,6 +171,24 @@ def show_handler(args: argparse.Namespace) -> int:
     if summary:
         print(summary)
     return 0
+
+
+SHOWN_IDS = 5
+"""How many conversation ids an unknown `--doc` error shows."""
+
+
+def _conversation_list(table, docs, path: str) -> str:
+    """One line per conversation of an aligned table, in file order: id, sentences, mean confidence."""
+    import pandas as pd
+
+    confidence = pd.to_numeric(table["align_confidence"], errors="coerce")
+    grouped = confidence.groupby(docs, sort=False).agg(["size", "mean"])
+    width = max(len("conversation"), *(len(d) for d in grouped.index)) if len(grouped) else len("conversation")
+    lines = [f"{path}: {len(grouped)} conversation(s); show one with --doc DOC_ID",
+             f"{'conversation'.ljust(width)}  sentences  mean confidence"]
+    for doc, (size, mean) in grouped.iterrows():
+        lines.append(f"{doc.ljust(width)}  {int(size):9d}  {mean:15.3f}")
+    return "\n".join(lines)
 
 
 def _terminal_width() -> int:
