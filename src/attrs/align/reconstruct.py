@@ -64,6 +64,7 @@ from psyattrs.align.conversations import COUNTED, NOT_COUNTED, Conversation, rea
 from psyattrs.align.output import ALIGN_COLUMNS, REPORT_COLUMNS, report_table, unfit_reason, utterance_table
 from psyattrs.align.rounds import Aligner, Fit
 from psyattrs.align.settings import AlignSettings
+from psyattrs.align.summary import AlignSummary, summarize_alignment
 from psyattrs.data.output import atomic_output
 from psyattrs.data.table import Corpus, Problem, final_column
 from psyattrs.errors import OutputFileError, PsyattrsWarning
@@ -71,7 +72,8 @@ from psyattrs.schema import Schema
 
 __all__ = [
     "ALIGN_COLUMNS", "COUNTED", "NOT_COUNTED", "REPORT_COLUMNS", "AlignResult", "AlignSettings",
-    "align_public", "aligned_corpus", "cache_folder", "output_columns", "write_aligned", "write_report",
+    "align_public", "aligned_corpus", "aligned_corpus_summary", "cache_folder", "output_columns", "write_aligned",
+    "write_report",
 ]  # fmt: skip
 
 
@@ -97,8 +99,9 @@ class AlignResult:
             round's posteriors over units: near-tied readings flipping barely move it),
             `loglik_per_label`, `mean_top_posterior` (mean over labels of the posterior of the
             most probable unit), `pauses_counted` (conversations), `frozen` (conversations
-            frozen so far: `AlignSettings.freeze_after`), `align_seconds` (the DP) and
-            `seconds` (the whole round: the DP, then training the classifier and the priors).
+            frozen so far: `AlignSettings.freeze_after`), `align_seconds` (the DP),
+            `seconds` (the whole round: the DP, then training the classifier and the priors) and
+            `stopped` (`stopped` below, the same on every row: the cache keeps it).
         snapshots: with `keep_history`, the utterance table of every round.
         settings: the settings used.
         schema: the heads.
@@ -107,6 +110,8 @@ class AlignResult:
             last round), `cap` (`iterations` rounds done first) or `empty` (no conversation to
             align). Per conversation, the report's `rounds_stop` says `settled`, `flipping`, `cycle`
             or `open` (still changing when the rounds stopped) and `frozen_round` when.
+        self_trained: the lines were scored by a classifier trained on the rounds' own readings
+            (False: by a `label_model` trained elsewhere).
     """
 
     utterances: pd.DataFrame
@@ -118,6 +123,13 @@ class AlignResult:
     snapshots: list[pd.DataFrame] = field(default_factory=list)
     source: Any = None
     stopped: str = ""
+    self_trained: bool = True
+
+    @property
+    def summary(self) -> AlignSummary:
+        """What the reconstruction knows and whether to trust it (`psyattrs.align.summary`)."""
+        return summarize_alignment(self.report, self.utterances["align_confidence"], self.history,
+                                   stopped=self.stopped, self_trained=self.self_trained)
 
     def to_corpus(self) -> Corpus:
         """The reconstructed corpus as an utterance-level `Corpus` (format `generic`: final labels only)."""
@@ -246,7 +258,10 @@ def align_public(
         Problem(c.doc_id, unfit_reason(c), "persona_text_all/user_text_all") for c in unfit
     ] + [Problem(c.doc_id, "no reading of the lines scores above zero probability", "labels")
          for c, f in zip(convs, fits) if f is None]
-    return AlignResult(utterances, report, problems, pd.DataFrame(history), s, schema, snapshots, corpus.source, stopped)
+    history = pd.DataFrame(history)
+    history["stopped"] = stopped
+    return AlignResult(utterances, report, problems, history, s, schema, snapshots, corpus.source, stopped,
+                       self_trained=fixed_model is None)
 
 
 def _final_fit(aligner: Aligner, ci: int, fit: Fit | None, logp: dict[str, np.ndarray], priors, s: AlignSettings
@@ -520,7 +535,7 @@ def aligned_corpus(corpus: Corpus, *, settings: AlignSettings | None = None, cac
     This is how training reads the public file directly (`data.path` pointing at it): the
     alignment runs once and is kept in `cache_folder()` (`cache_entry`: the same entry
     `psyattrs data align` uses with the same settings); later reads of the same file load the
-    cached table.
+    cached table. `aligned_corpus_summary` also returns what the reconstruction knows.
 
     Args:
         corpus: what `read_public` returns (its `source` file is hashed for the key; without a
@@ -533,12 +548,20 @@ def aligned_corpus(corpus: Corpus, *, settings: AlignSettings | None = None, cac
         A `Corpus` (format `generic`, record kind `sentence`) whose utterances carry the final labels
         and `ALIGN_COLUMNS`; `problems` lists the conversations set aside (reader's and aligner's).
     """
+    return aligned_corpus_summary(corpus, settings=settings, cache=cache, progress=progress)[0]
+
+
+def aligned_corpus_summary(corpus: Corpus, *, settings: AlignSettings | None = None, cache: bool = True,
+                           progress: bool = True) -> tuple[Corpus, AlignSummary]:
+    """`aligned_corpus` and the reconstruction's `AlignSummary` (from the cache when the alignment
+    came from there)."""
     settings = settings or AlignSettings()
     if not cache or corpus.source is None:
-        return align_public(corpus, settings=settings, progress=progress).to_corpus()
+        result = align_public(corpus, settings=settings, progress=progress)
+        return result.to_corpus(), result.summary
     folder, result = cached_alignment(corpus, settings=settings, progress=progress)
     if result is not None:
-        return result.to_corpus()
+        return result.to_corpus(), result.summary
     from psyattrs.data.generic import read_generic
 
     cached = read_generic(folder / "aligned.csv", corpus.schema)
@@ -546,4 +569,5 @@ def aligned_corpus(corpus: Corpus, *, settings: AlignSettings | None = None, cac
     cached.problems = [Problem(str(r["doc_id"]), str(r["reason"]), "alignment")
                        for _, r in rep[rep["status"] != "aligned"].iterrows()]
     cached.source = corpus.source
-    return cached
+    history = pd.read_csv(folder / "history.csv", keep_default_na=False, na_values=[""])
+    return cached, summarize_alignment(rep, cached.utterances["align_confidence"], history)

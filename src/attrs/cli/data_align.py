@@ -76,10 +76,12 @@ def _writable(path: str, what: str) -> None:
 def align_handler(args: argparse.Namespace) -> int:
     """Runs `data align`; returns the exit code."""
     import shutil
+    import sys
 
     from psyattrs.data import load_corpus
     from psyattrs.align import AlignSettings, align_public, write_aligned, write_report
     from psyattrs.align.reconstruct import cached_alignment
+    from psyattrs.align.summary import summarize_alignment
     from psyattrs.data.output import atomic_output
     from psyattrs.serving.predict import Predictor
 
@@ -110,17 +112,19 @@ def align_handler(args: argparse.Namespace) -> int:
         result = align_public(corpus, progress=not args.quiet, label_model=label_model, **overrides)
         write_aligned(result, args.out)
         table, report, history = result.utterances, result.report, result.history
+    summary = summarize_alignment(report, table["align_confidence"], history,
+                                  self_trained=args.label_model is None)
     aligned = report[report["status"] == "aligned"]
-    print(f"{len(aligned)} of {len(report)} conversation(s) aligned; {len(report) - len(aligned)} set aside")
+    lines = summary.lines()
+    print(lines[0])
     print(f"{len(table)} sentence row(s) written to {args.out}")
     if len(aligned):
         counted = int((aligned["mode"] == "pauses counted").sum())
-        conf = table["align_confidence"]
-        print(
-            f"pause treatment: {counted} counted, {len(aligned) - counted} not counted; merged lines: "
-            f"{int(aligned['merged_lines'].sum())}; mean confidence {conf.mean():.3f}, "
-            f"{(conf >= 0.9).mean():.1%} of sentences >= 0.9"
-        )
+        print(f"pause treatment: {counted} counted, {len(aligned) - counted} not counted; merged lines: "
+              f"{int(aligned['merged_lines'].sum())}")
+    for line in lines[1:]:
+        if not line.startswith("warning: "):
+            print(line)
     h = history
     rounds = ", ".join(
         f"{int(r.iteration)}: " + ("-" if math.isnan(r.changed) else f"{r.changed:.1%} / {r.moved:.1%}")
@@ -135,6 +139,8 @@ def align_handler(args: argparse.Namespace) -> int:
         else:
             write_report(result, args.report)
         print(f"report: {len(report)} conversation line(s) written to {args.report}")
+    for warning in summary.warnings:  # last, where a reader sees them: the output is written, but say what it rests on
+        print(f"psyattrs: warning: {warning}", file=sys.stderr)
     return 0 if len(aligned) else 1
 
 
