@@ -136,3 +136,44 @@ def test_train_on_a_public_file_logs_the_reconstruction(public_file, tmp_path, m
     conf = pd.read_csv(folder / "public.csv.confidence.csv")
     assert list(conf.columns) == ["doc_id", "sent_id", "label_position", "align_confidence"]
     assert conf["align_confidence"].mean() == pytest.approx(run.data.metrics["align_mean_confidence"])
+
+
+def test_data_align_with_a_model_trained_elsewhere(public_file, tiny_model, tmp_path, capsys):
+    """`--model` takes a registry alias, a run or a folder; the model scores the lines (same table
+    as `align_public(label_model=...)`), so a small file is not warned about for being small."""
+    from psyattrs import Predictor
+
+    corpus = read_public(public_file)
+    expected = align_public(corpus, iterations=1, label_model=Predictor(tiny_model.registered,
+                                                                        tracking_uri=tiny_model.tracking_uri))
+    assert not expected.summary.self_trained and not any("too few" in w for w in expected.summary.warnings)
+    for uri in (tiny_model.registered, f"runs:/{tiny_model.run_id}/model", str(tiny_model.folder)):
+        out = tmp_path / "aligned.csv"
+        code = main(["data", "align", str(public_file), "--out", str(out), "--iterations", "1", "--quiet",
+                     "--model", uri, "--tracking-uri", tiny_model.tracking_uri])
+        captured = capsys.readouterr()
+        assert code == 0, (uri, captured.err)
+        assert "lines scored by a model trained elsewhere" in captured.out and "too few" not in captured.err
+        got = pd.read_csv(out)
+        assert got["text"].fillna("").tolist() == expected.utterances["text"].tolist()
+        assert np.allclose(got["align_confidence"], expected.utterances["align_confidence"], equal_nan=True)
+    code = main(["data", "align", str(public_file), "--out", str(tmp_path / "x.csv"), "--model", str(tiny_model.folder),
+                 "--model-kind", "majority"])
+    assert code == 2 and "give one of the two" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------------------
+# speed: the workers change nothing but the time
+
+
+def test_parallel_workers_give_the_same_reconstruction(public_file):
+    corpus = read_public(public_file)
+    settings = dict(iterations=2, model_settings={"words": "none", "min_df": 1})
+    one = align_public(corpus, workers=1, **settings)
+    two = align_public(corpus, workers=2, **settings)
+    pd.testing.assert_frame_equal(one.utterances, two.utterances)
+    pd.testing.assert_frame_equal(one.report, two.report)
+    cols = ["iteration", "changed", "moved", "loglik_per_label", "mean_top_posterior", "frozen", "stopped"]
+    pd.testing.assert_frame_equal(one.history[cols], two.history[cols])
+    with pytest.raises(ValueError, match="workers must be a whole number >= 1"):
+        align_public(corpus, workers=0, **FAST)

@@ -77,6 +77,8 @@ class AlignSummary:
                if not math.isnan(self.last_changed) else ""),
             f"confidence: mean {_f(self.mean_confidence)}, {_pct(self.confident_share)} of {self.sentences} "
             f"sentence(s) >= {CONFIDENT}",
+            "lines scored by " + ("a classifier trained on the rounds' own readings (self-trained)" if self.self_trained
+                                  else "a model trained elsewhere (its predictions fixed; the priors learnt here)"),
         ]
         out += [f"warning: {w}" for w in self.warnings]
         return out
