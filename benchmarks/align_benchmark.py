@@ -66,6 +66,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from _docs import add_docs_option, changed, docs_page, wants_docs  # benchmarks/_docs.py
 
 REAL_ROWS = Path(__file__).resolve().parents[2] / "shared" / "data" / "opela_public_rows.csv"
 MODEL = dict(max_features=20_000, C=1.0, max_iter=300)
@@ -384,7 +385,8 @@ def gold_part(gold_dir: Path, iterations: int, configs: list[str], subset: int |
     for name in configs:
         out[name] = table[name]
     print("\nshare of agreed user lines placed as both readers place them (readers agree: share of all user lines)"
-          + (f"; per configuration the median over seeds {', '.join(map(str, seeds))}:" if len(seeds) > 1 else ":"))
+          + (f"; per configuration the median over seeds {', '.join(map(str, seeds))};" if len(seeds) > 1 else ";"))
+    print("in-sample: the aligner's defaults were chosen on these same hand-read conversations")
     print(out.to_string(float_format=lambda x: f"{x:.3f}"))
     print("\nper configuration:")
     print(pd.DataFrame(extra).to_string(float_format=lambda x: f"{x:.3f}"))
@@ -434,6 +436,9 @@ def _use_workers(n: int) -> None:
     align.align_public = functools.partial(align.align_public, workers=n)
 
 
+DOCS_INTRO = 'The order reconstruction of the public release (`psyattrs data align`): on synthetic public-format corpora, where the true order is known, and on the real rows (against hand-made orders with `--gold`). Gold-order figures of settings chosen on the six hand-read conversations are in-sample.'
+
+
 def main(argv: list[str] | None = None) -> int:
     global REAL_ROWS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -462,7 +467,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gold-seeds", type=int, default=1, metavar="N",
                         help="gold part: align under each configuration with seeds 0..N-1 of the folds and solvers "
                         "and report medians (default 1: seed 0 only; the CV runs on seed 0)")
+    add_docs_option(parser)
     args = parser.parse_args(argv)
+    write = wants_docs(args, partial=changed(parser, args, "dialogues", "seeds", "iterations", "reference", "synth_shape",
+                                             "skip_real", "skip_synthetic", "configs", "subset", "no_cv", "quick", "rows",
+                                             "gold_seeds"))
     if args.rows is not None:
         REAL_ROWS = args.rows.resolve()
     if args.workers is not None:
@@ -479,21 +488,23 @@ def main(argv: list[str] | None = None) -> int:
         args.skip_real, args.no_cv = True, True
         print(f"--quick: {args.dialogues} synthetic conversations, {args.iterations} rounds at most, no full real-rows "
               f"part, gold part on the gold conversations and {args.subset} others under {args.configs}, no CV")
-    configs = [c for c in args.configs.split(",") if c]
-    bad = [c for c in configs if c not in CONFIGS]
-    if bad:
-        parser.error(f"unknown configuration(s) {bad}; known: {list(CONFIGS)}")
-    summaries = [] if args.skip_synthetic else [
-        synthetic_part(args.dialogues, seed, args.iterations, args.reference, args.synth_shape)
-        for seed in range(1, args.seeds + 1)]
-    if len(summaries) > 1:
-        print("\n== synthetic, over seeds ==")
-        print(pd.DataFrame(summaries).describe().loc[["mean", "min", "max"]].round(3).to_string())
-    if not args.skip_real:
-        real_part(args.iterations)
-    if args.gold is not None:
-        gold_part(args.gold, args.iterations, configs, args.subset, not args.no_cv, tuple(range(max(1, args.gold_seeds))))
-    return 0
+    with docs_page("align", "Alignment benchmark", write=write, intro=DOCS_INTRO):
+        configs = [c for c in args.configs.split(",") if c]
+        bad = [c for c in configs if c not in CONFIGS]
+        if bad:
+            parser.error(f"unknown configuration(s) {bad}; known: {list(CONFIGS)}")
+        summaries = [] if args.skip_synthetic else [
+            synthetic_part(args.dialogues, seed, args.iterations, args.reference, args.synth_shape)
+            for seed in range(1, args.seeds + 1)]
+        if len(summaries) > 1:
+            print("\n== synthetic, over seeds ==")
+            print(pd.DataFrame(summaries).describe().loc[["mean", "min", "max"]].round(3).to_string())
+        if not args.skip_real:
+            real_part(args.iterations)
+        if args.gold is not None:
+            gold_part(args.gold, args.iterations, configs, args.subset, not args.no_cv,
+                      tuple(range(max(1, args.gold_seeds))))
+        return 0
 
 
 if __name__ == "__main__":

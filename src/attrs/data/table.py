@@ -49,6 +49,9 @@ BASE_COLUMNS: tuple[str, ...] = (
     "is_pause",
     "text",
 )
+# the columns that name a sentence and hold its text: what a run's predictions artifact and its
+# model's input example carry of the table (those present)
+SENTENCE_COLUMNS: tuple[str, ...] = ("doc_id", "sent_id", "position", "person_type", "is_pause", "text")
 STR_DTYPE = pd.Series([], dtype=str).dtype
 """The dtype `astype(str)` gives (pandas' default text dtype)."""
 _STR_COLUMNS = ("doc_id", "sent_id", "person_type", "person_name", "person_id", "persona", "time", "text")
