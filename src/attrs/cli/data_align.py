@@ -108,12 +108,12 @@ def align_handler(args: argparse.Namespace) -> int:
 
         folder, result = cached_alignment(corpus, settings=AlignSettings(**overrides), progress=not args.quiet,
                                           workers=args.workers)
-        if result is None:
-            with atomic_output(args.out) as tmp:  # complete or absent, as every output
-                shutil.copyfile(folder / "aligned.csv", tmp)
-            table = pd.read_csv(args.out, usecols=["align_confidence"])
+        if result is None:  # the entry matched its checksums; read it all before writing --out
+            table = pd.read_csv(folder / "aligned.csv", usecols=["align_confidence"])
             report = pd.read_json(folder / "report.jsonl", lines=True, dtype={"doc_id": str})
             history = pd.read_csv(folder / "history.csv")
+            with atomic_output(args.out) as tmp:  # complete or absent, as every output
+                shutil.copyfile(folder / "aligned.csv", tmp)
             print(f"(from the alignment cache: {folder})")
         else:
             write_aligned(result, args.out)

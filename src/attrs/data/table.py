@@ -87,7 +87,8 @@ def labeler_ids(columns: Iterable[str], heads: Iterable[str] | None = None) -> l
 def labeler_columns(columns: Iterable[str], head: str) -> list[str]:
     """The `labeler{k}_{head}` columns of one head present in `columns`, ordered by k."""
     columns = list(columns)
-    return [labeler_column(k, head) for k in labeler_ids(columns, [head]) if labeler_column(k, head) in columns]
+    present = set(columns)  # a set: one look-up per column, not a scan of the list (quadratic in the slots)
+    return [labeler_column(k, head) for k in labeler_ids(columns, [head]) if labeler_column(k, head) in present]
 
 
 def labeler_matrix(df: pd.DataFrame, head: str) -> np.ndarray:

@@ -134,13 +134,14 @@ def label_columns_of(columns: Iterable[str], schema: Schema) -> dict[str, str]:
     Covers `labeler{k}_{head}` for any k, the final `labeler_{head}` and synthetic `true_{head}`.
     """
     columns = list(columns)
+    present = set(columns)  # one look-up per column, not a scan of the list (quadratic in the slots)
     found: dict[str, str] = {}
     for head in schema.head_names:
         for k in labeler_ids(columns, [head]):
-            if f"labeler{k}_{head}" in columns:
+            if f"labeler{k}_{head}" in present:
                 found[f"labeler{k}_{head}"] = head
         for col in (final_column(head), true_column(head)):
-            if col in columns:
+            if col in present:
                 found[col] = head
     return found
 
