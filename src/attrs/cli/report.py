@@ -29,6 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
+    # lazy: scikit-learn via experiments/; psyattrs --help imports every cli module
     from psyattrs.experiments.report import REPORT_ARTIFACT, log_run_report
 
     path = log_run_report(args.run_id, tracking_uri=args.tracking_uri, out=args.out)

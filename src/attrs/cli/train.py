@@ -57,12 +57,14 @@ def _header(result) -> str:
 
 
 def handler(args: argparse.Namespace) -> int:
+    # lazy: scikit-learn via experiments/; psyattrs --help imports every cli module
     from psyattrs.experiments.config import expand_sweep, load_config
     from psyattrs.experiments.metrics import format_table
     from psyattrs.experiments.runner import resolved_message, train  # logs the run report too
 
     overrides = [*args.overrides, *(["model.params.resume=true"] if args.resume else [])]
     config = load_config(args.config, overrides)
+    # lazy: scikit-learn via experiments/; psyattrs --help imports every cli module
     from psyattrs.experiments.tracking import launch_rank
 
     rank = launch_rank()
