@@ -16,6 +16,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from psyattrs.cli._options import add_set_option
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds the top-level `train` command."""
@@ -28,10 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "config", metavar="CONFIG", type=Path,
         help="experiment YAML file, or a shipped one by name (demo, experiments/demo.yaml, ...), as load_config takes",
     )
-    parser.add_argument(
-        "--set", dest="overrides", metavar="KEY=VALUE", action="append", default=[],
-        help="override a config key (dotted, YAML value), e.g. --set targets.lambda=0.5; repeatable",
-    )
+    add_set_option(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress display")
     parser.add_argument(
         "--resume", action="store_true",
