@@ -57,7 +57,9 @@ from psyattrs.data.table import final_column
 import psyattrs.experiments.metrics as M
 from psyattrs.errors import Interrupted
 from psyattrs.experiments.config import ExperimentConfig
-from psyattrs.experiments.stopping import current_step, process_start, run_end, shielded, signals_interrupt
+from psyattrs.experiments.stopping import (
+    current_step, model_logged, process_start, run_end, shielded, signals_interrupt,
+)
 from psyattrs.schema import Schema
 
 ENV_URI = "MLFLOW_TRACKING_URI"
@@ -260,8 +262,11 @@ class Run:
             mlflow.log_artifact(str(path), "predictions")
 
     def log_model(self, model: Any, schema: Schema, example: pd.DataFrame) -> str:
-        """Logs the model as a pyfunc model named `model`; returns its model URI."""
-        return log_pyfunc_model(model, schema, example)
+        """Logs the model as a pyfunc model named `model`; returns its model URI. From then on a
+        stop signal lets the run finish (`psyattrs.experiments.stopping.model_logged`)."""
+        uri = log_pyfunc_model(model, schema, example)
+        model_logged(self.run_id)
+        return uri
 
 
 class SilentRun(Run):
