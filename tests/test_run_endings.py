@@ -224,9 +224,10 @@ def test_a_signal_during_the_report_finishes_the_run_and_prints_its_id(tmp_path,
     hangup = signal.signal(signal.SIGHUP, signal.SIG_DFL)  # see _start_training
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", _SIGNAL_IN_REPORT.replace("{sig}", sig.name), "train", "majority", "--quiet",
-             "--set", "data.synthetic.dialogues=8", "--set", f"tracking.uri={uri}", "--set", "tracking.experiment=late"],
-            capture_output=True, text=True, env=env, timeout=300,
+            [sys.executable, "-c", _SIGNAL_IN_REPORT.replace("{sig}", sig.name), "train", str(EXPERIMENTS / "majority.yaml"),
+             "--quiet", "--set", "data.synthetic.dialogues=8", "--set", f"tracking.uri={uri}",
+             "--set", "tracking.experiment=late"],
+            capture_output=True, text=True, env=env, timeout=600,
         )  # fmt: skip
     finally:
         signal.signal(signal.SIGHUP, hangup)

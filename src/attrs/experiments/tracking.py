@@ -34,6 +34,7 @@ out-of-fold predictions with their reports and plots, and the model refitted on 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import math
@@ -55,7 +56,7 @@ import pandas as pd
 
 from psyattrs.data.table import final_column
 import psyattrs.experiments.metrics as M
-from psyattrs.errors import Interrupted
+from psyattrs.errors import Interrupted, OutputFileError
 from psyattrs.experiments.config import ExperimentConfig
 from psyattrs.experiments.stopping import (
     current_step, model_logged, process_start, run_end, shielded, signals_interrupt,
@@ -101,6 +102,9 @@ def _prepare_store(uri: str) -> None:
     # creating a sqlite store logs two INFO lines per new database (table creation, migration)
     for name in ("mlflow.store.db.utils", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    # a database error is also logged there with its traceback before MLflow raises it: the raised
+    # exception carries it (and a full store becomes one line, see start_run)
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
     root = artifact_root(uri)
     if root is not None:
         root.parent.mkdir(parents=True, exist_ok=True)
@@ -485,12 +489,64 @@ def start_run(
 
     Yields:
         The `Run`.
-    """
-    import mlflow
 
+    Raises:
+        OutputFileError: the store (or its artifacts folder) cannot be written: a full disk, an
+            I/O error, a read-only file (`store_write_failure`); one line naming the store, in
+            place of MLflow's chain of sqlite tracebacks.
+    """
     if launch_rank() != 0:  # torchrun: only rank 0 tracks
         yield SilentRun(run_id="", artifact_uri="", tracking_uri=resolve_tracking_uri(config.tracking.uri))
         return
+    try:
+        with _tracked_run(config, role=role, run_name=run_name, nested=nested, quiet=quiet) as run:
+            yield run
+    except Exception as exc:
+        reason = store_write_failure(exc)
+        if reason is None:
+            raise
+        uri = mlflow_uri_or(config.tracking.uri)
+        raise OutputFileError(_store_location(uri), f"{reason} (the tracking store); free space on its disk, or point "
+                                                    "tracking.uri at another store") from None
+
+
+_STORE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO})
+_SQLITE_WRITE_FAILURES = ("full", "disk I/O error", "readonly", "read-only", "unable to open")
+
+
+def store_write_failure(exc: BaseException | None) -> str | None:
+    """The reason, when `exc` (or an exception it was raised from) says that the tracking store or
+    its artifacts cannot be written: a full disk, an I/O error, a read-only file; None otherwise."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in _STORE_ERRNOS:
+            return os.strerror(exc.errno)
+        if type(exc).__module__ == "sqlite3" and type(exc).__name__ == "OperationalError":
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            if any(word in text for word in _SQLITE_WRITE_FAILURES):
+                return text
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def mlflow_uri_or(uri: str | None) -> str:
+    """The store in use: MLflow's current tracking URI when one is set, else `resolve_tracking_uri(uri)`."""
+    import mlflow
+
+    return mlflow.get_tracking_uri() if mlflow.is_tracking_uri_set() else resolve_tracking_uri(uri)
+
+
+def _store_location(uri: str) -> str:
+    return uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else uri
+
+
+@contextlib.contextmanager
+def _tracked_run(config: ExperimentConfig, *, role: str, run_name: str | None, nested: bool,
+                 quiet: bool) -> Iterator[Run]:
+    """`start_run` of rank 0 (see there)."""
+    import mlflow
+
     with contextlib.ExitStack() as stack:
         stack.enter_context(quiet_mlflow(quiet))
         if not nested:
@@ -516,6 +572,10 @@ def start_run(
         except BaseException as exc:
             killed = isinstance(exc, KeyboardInterrupt)
             with shielded():  # a second signal must not cut the bookkeeping short
+                if store_write_failure(exc) is not None:  # the store is full: nothing more can be recorded
+                    with contextlib.suppress(Exception):
+                        mlflow.end_run(status="FAILED")
+                    raise
                 if killed:
                     _record_interruption(exc, time.monotonic() - started)
                 _record_failure(exc)
