@@ -94,6 +94,13 @@ def test_a_run_left_running_by_kill_9_is_recognisable(tmp_path, capsys):
     assert "never finished" in err and "only a FINISHED run can be evaluated" in err
     assert main(["register", run_id, "--name", "never", "--tracking-uri", uri]) == 2
     assert "never finished" in capsys.readouterr().err
+    # issue 26.11: the report said RUNNING; it now says what `psyattrs runs` says
+    assert main(["report", "--run", run_id, "--tracking-uri", uri, "--out", str(tmp_path / "report.html")]) == 0
+    said = capsys.readouterr().out
+    assert f"run {run_id}: never finished: marked RUNNING but its process (pid {proc.pid}" in said
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "this run did not finish: never finished: marked RUNNING" in page and f"pid {proc.pid}" in page
+    assert "its outputs are incomplete" in said  # run_end's words, as `runs` prints them
 
     assert main(["runs", "--tracking-uri", uri, "--close-abandoned"]) == 0
     assert f"closed {run_id} as KILLED" in capsys.readouterr().out

@@ -601,6 +601,23 @@ def _record_interruption(exc: BaseException, seconds: float) -> None:
         warnings.warn(f"could not record the interruption in MLflow: {logging_error}", stacklevel=3)
 
 
+def run_ending(run_id: str, *, tracking_uri: str | None = None) -> str:
+    """How run `run_id` ended, in the words of `psyattrs runs` (`run_end`).
+
+    Raises:
+        ValueError: no such run in the store.
+    """
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    with tracking_store(tracking_uri) as uri, quiet_mlflow():
+        try:
+            run = mlflow.MlflowClient(tracking_uri=uri).get_run(run_id)
+        except MlflowException:
+            raise ValueError(f"no MLflow run {run_id!r} in {uri}") from None
+    return run_end(run.info.status, run.data.tags)
+
+
 def list_runs(*, tracking_uri: str | None = None, experiment: str | None = None) -> pd.DataFrame:
     """The runs of a store, newest first.
 
