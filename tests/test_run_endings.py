@@ -94,13 +94,6 @@ def test_a_run_left_running_by_kill_9_is_recognisable(tmp_path, capsys):
     assert "never finished" in err and "only a FINISHED run can be evaluated" in err
     assert main(["register", run_id, "--name", "never", "--tracking-uri", uri]) == 2
     assert "never finished" in capsys.readouterr().err
-    # issue 26.11: the report said RUNNING; it now says what `psyattrs runs` says
-    assert main(["report", "--run", run_id, "--tracking-uri", uri, "--out", str(tmp_path / "report.html")]) == 0
-    said = capsys.readouterr().out
-    assert f"run {run_id}: never finished: marked RUNNING but its process (pid {proc.pid}" in said
-    page = (tmp_path / "report.html").read_text(encoding="utf-8")
-    assert "this run did not finish: never finished: marked RUNNING" in page and f"pid {proc.pid}" in page
-    assert "its outputs are incomplete" in said  # run_end's words, as `runs` prints them
 
     assert main(["runs", "--tracking-uri", uri, "--close-abandoned"]) == 0
     assert f"closed {run_id} as KILLED" in capsys.readouterr().out
@@ -248,3 +241,34 @@ def test_a_signal_during_the_report_finishes_the_run_and_prints_its_id(tmp_path,
     assert f"{sig.name} received after run {run_id} logged its model" in proc.stderr
     assert f"interrupted by {sig.name}; run {run_id} finished, its model and report logged" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_report_on_a_run_that_never_finished_says_so_in_the_words_of_runs(tmp_path, capsys):
+    """Issue 26.11: `report` on a run left RUNNING by kill -9 showed RUNNING."""
+    import socket
+
+    import mlflow
+
+    from psyattrs.experiments.config import load_config
+    from psyattrs.experiments.stopping import run_end
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(gone.stdout)  # a process that has ended, as one killed with kill -9 has
+    client = _client(uri)
+    experiment = client.create_experiment("never", artifact_location=(tmp_path / "artifacts").as_uri())
+    tags = {"psyattrs.pid": str(pid), "psyattrs.pid_start": "1", "psyattrs.host": socket.gethostname(),
+            "psyattrs.role": "single"}
+    run = client.create_run(experiment, tags=tags, run_name="never")
+    client.log_text(run.info.run_id, load_config(EXPERIMENTS / "majority.yaml").to_yaml(), "config.yaml")
+    end = run_end("RUNNING", tags)
+    assert end.startswith("never finished")
+
+    assert main(["report", "--run", run.info.run_id, "--tracking-uri", uri, "--out", str(tmp_path / "r.html")]) == 0
+    said = capsys.readouterr().out
+    assert f"run {run.info.run_id}: {end}" in said
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert f"this run did not finish: {end}" in page
+    assert main(["runs", "--tracking-uri", uri]) == 0
+    assert "never finished" in capsys.readouterr().out
+    assert client.get_run(run.info.run_id).info.status == "RUNNING"
