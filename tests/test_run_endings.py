@@ -155,7 +155,8 @@ def test_the_encoding_and_digest_of_the_data_are_logged_with_the_run(tmp_path):
     import mlflow
 
     from psyattrs.synth import synthesize, write_annotated
-    from psyattrs.experiments.tracking import file_sha256, tracking_store
+    from psyattrs.experiments.provenance import file_sha256
+    from psyattrs.experiments.store import tracking_store
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     path = write_annotated(synthesize(10, seed=2).utterances, tmp_path / "ko.csv")
@@ -201,16 +202,16 @@ def test_a_signal_after_the_model_is_logged_is_deferred_once():
 
 _SIGNAL_IN_REPORT = """
 import os, signal, sys
-import psyattrs.reports.report as report
+import psyattrs.experiments.runner as runner
 from psyattrs.cli import main
 
-original = report.log_run_report
+original = runner.log_run_report
 
 def log_run_report(*args, **kwargs):  # a stop signal arrives during the report phase
     os.kill(os.getpid(), signal.{sig})
     return original(*args, **kwargs)
 
-report.log_run_report = log_run_report
+runner.log_run_report = log_run_report
 sys.exit(main(sys.argv[1:]))
 """
 
