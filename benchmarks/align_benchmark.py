@@ -34,10 +34,22 @@ next to the readers' agreement with each other; then per configuration the calib
 runs, opening with the user and closing with the persona, how the rounds stopped; and the
 persona-grouped cross-validated macro-F1 of the classical model trained on each reconstruction.
 `--subset N` aligns the gold conversations and N others only (faster, for development: the rounds
-learn from fewer conversations). Absent folder or rows: skipped, and the script says so.
+learn from fewer conversations). `--gold-seeds N` aligns under each configuration with seeds 0..N-1
+of the cross-fitting folds and solvers and prints the medians and each seed's overall share: on the
+six gold conversations the seed alone moves the overall share by a few hundredths, more than most
+differences between configurations. Absent folder or rows: skipped, and the script says so.
+
+`--quick` (issue 27) finishes in a few minutes: 30 synthetic conversations with a 6-round cap
+and no reference row, no full real-rows part, and (with `--gold`) the gold conversations and 24
+others under today's defaults only (unless `--configs` names others), 6 rounds at most, without the
+cross-validation: for comparing settings quickly, not for the figures of record (the rounds learn
+from fewer conversations). `--rows PATH` reads the real rows from PATH (default
+`../shared/data/opela_public_rows.csv` beside the repository); `--workers N` the processes that
+align side by side (default: the CPUs, at most 8; the readings do not depend on it).
 
     .venv/bin/python benchmarks/align_benchmark.py [--dialogues 135] [--seeds 1] [--iterations 15]
     .venv/bin/python benchmarks/align_benchmark.py --skip-synthetic --gold ../shared/data/opela_gold_order
+    .venv/bin/python benchmarks/align_benchmark.py --quick --gold ../shared/data/opela_gold_order
 
 Aims (issue 5): >= 95% of sentences with their true labels; aligned-trained model within 0.03
 mean macro-F1 of the true-trained one; among sentences with confidence >= 0.9, >= 90% correctly
@@ -217,11 +229,15 @@ def real_part(iterations: int) -> None:
         return
     print(f"reading {REAL_ROWS}")
     corpus = read_public(REAL_ROWS)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), _cpu()
     result = align_public(corpus, iterations=iterations)
     rep = result.report
     ok = rep[rep["status"] == "aligned"]
     u = result.utterances
+    import os
+
+    print(f"one full reconstruction: {time.perf_counter() - started:.1f}s wall, {_cpu() - cpu:.1f}s CPU (this process and "
+          f"its workers), load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs at the end")
     print(f"aligned {len(ok)} of {len(rep)} conversations in {time.perf_counter() - started:.1f}s "
           f"({len(result.history)} rounds; the last changed the unit of {result.history['changed'].iloc[-1]:.1%} of the "
           f"labels and moved {result.history['moved'].iloc[-1]:.1%} of their posterior mass)")
@@ -312,7 +328,8 @@ def _shape(result) -> dict[str, float]:
             "persona_closes": float(last_persona.reindex(rep["doc_id"]).fillna(False).mean())}
 
 
-def gold_part(gold_dir: Path, iterations: int, configs: list[str], subset: int | None, cv: bool) -> None:
+def gold_part(gold_dir: Path, iterations: int, configs: list[str], subset: int | None, cv: bool,
+              seeds: tuple[int, ...] = (0,)) -> None:
     from psyattrs.align import align_public
     from psyattrs.align.gold import read_gold, readers_agreement, score_gold, summarize
     from psyattrs.data.opela import read_public
@@ -335,31 +352,40 @@ def gold_part(gold_dir: Path, iterations: int, configs: list[str], subset: int |
     agree = readers_agreement(corpus, gold)
     table, extra, f1 = {}, {}, {}
     for name in configs:
-        started = time.perf_counter()
-        result = align_public(corpus, iterations=iterations, **CONFIGS[name])
-        seconds = time.perf_counter() - started
-        scored = score_gold(result.utterances, corpus, gold)
-        per = summarize(scored)
-        table[name] = per["right"]
-        a = scored[scored["agreed"]]
-        high = a["confidence"] >= 0.9
-        h = result.history
-        stop = f"{result.stopped} after round {int(h['iteration'].iloc[-1])}"
-        print(f"  {name}: conversations by how their rounds stopped: {_stops(result)}; gold ones: "
-              + ", ".join(f"{d} {r}" for d, r in result.report.set_index("doc_id")["rounds_stop"].reindex(list(gold)).items()))
-        extra[name] = {"seconds": seconds, "stop": stop, "last_changed": float(h["changed"].iloc[-1]),
-                       "conf>=0.9 share": float(high.mean()), "conf>=0.9 right": float(a.loc[high, "right"].mean()),
-                       "conf<0.9 right": float(a.loc[~high, "right"].mean()), **_shape(result)}
-        if cv:
-            labelled = result.utterances[result.utterances["label_position"].notna()]
-            f1[name] = _cv(labelled)
-        print(f"  aligned under {name!r} ({CONFIGS[name]}) in {seconds:.0f}s; {stop}")
+        rights, per_seed, stops = [], [], []
+        for seed in seeds:
+            started = time.perf_counter()
+            result = align_public(corpus, iterations=iterations, seed=seed, **CONFIGS[name])
+            seconds = time.perf_counter() - started
+            scored = score_gold(result.utterances, corpus, gold)
+            rights.append(summarize(scored)["right"])
+            a = scored[scored["agreed"]]
+            high = a["confidence"] >= 0.9
+            h = result.history
+            stop = f"{result.stopped} after round {int(h['iteration'].iloc[-1])}"
+            stops.append(stop)
+            label = name if len(seeds) == 1 else f"{name}, seed {seed}"
+            print(f"  {label}: conversations by how their rounds stopped: {_stops(result)}; gold ones: "
+                  + ", ".join(f"{d} {r}" for d, r in result.report.set_index("doc_id")["rounds_stop"].reindex(list(gold)).items()))
+            per_seed.append({"seconds": seconds, "last_changed": float(h["changed"].iloc[-1]),
+                             "conf>=0.9 share": float(high.mean()), "conf>=0.9 right": float(a.loc[high, "right"].mean()),
+                             "conf<0.9 right": float(a.loc[~high, "right"].mean()), **_shape(result)})
+            if cv and seed == seeds[0]:
+                labelled = result.utterances[result.utterances["label_position"].notna()]
+                f1[name] = _cv(labelled)
+            print(f"  aligned under {label!r} ({CONFIGS[name]}) in {seconds:.0f}s; {stop}")
+        # several seeds (of the folds and solvers): the median of each figure, the overall share per seed
+        table[name] = pd.concat(rights, axis=1).median(axis=1)
+        extra[name] = {**pd.DataFrame(per_seed).median().to_dict(), "stop": "; ".join(stops)}
+        if len(seeds) > 1:
+            extra[name]["all right per seed"] = " ".join(f"{r['all']:.3f}" for r in rights)
     lines = summarize(score_gold(result.utterances, corpus, gold))["lines"]
     out = pd.DataFrame({"agreed lines": lines, "readers agree": agree.reindex(lines.index)})
     out.loc["all", "readers agree"] = float(np.average(agree.reindex(lines.index[:-1]), weights=None)) if len(agree) else np.nan
     for name in configs:
         out[name] = table[name]
-    print("\nshare of agreed user lines placed as both readers place them (readers agree: share of all user lines);")
+    print("\nshare of agreed user lines placed as both readers place them (readers agree: share of all user lines)"
+          + (f"; per configuration the median over seeds {', '.join(map(str, seeds))};" if len(seeds) > 1 else ";"))
     print("in-sample: the aligner's defaults were chosen on these same hand-read conversations")
     print(out.to_string(float_format=lambda x: f"{x:.3f}"))
     print("\nper configuration:")
@@ -393,10 +419,28 @@ def _subset(corpus, keep: set[str]):
     return replace(corpus, conversations=conv, utterances=utt, label_sequences=seq, source=None)
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and its finished children (the aligner's workers)."""
+    import os
+
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def _use_workers(n: int) -> None:
+    """Every `align_public` of this script aligns in `n` processes."""
+    import functools
+
+    import psyattrs.align as align
+
+    align.align_public = functools.partial(align.align_public, workers=n)
+
+
 DOCS_INTRO = 'The order reconstruction of the public release (`psyattrs data align`): on synthetic public-format corpora, where the true order is known, and on the real rows (against hand-made orders with `--gold`). Gold-order figures of settings chosen on the six hand-read conversations are in-sample.'
 
 
 def main(argv: list[str] | None = None) -> int:
+    global REAL_ROWS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dialogues", type=int, default=135, help="synthetic conversations (default 135, as the real rows)")
     parser.add_argument("--seeds", type=int, default=1, help="synthetic corpora, seeds 1..N (default 1)")
@@ -413,9 +457,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"gold part configurations (default {','.join(CONFIGS)})")
     parser.add_argument("--subset", type=int, default=None, metavar="N", help="gold part: align the gold conversations and N others only")
     parser.add_argument("--no-cv", action="store_true", help="gold part: skip the downstream cross-validation")
+    parser.add_argument("--quick", action="store_true",
+                        help="a few minutes: 30 synthetic conversations, 6 rounds, no full real-rows part, gold part on a "
+                        "subset of 24 under the defaults only, no CV")
+    parser.add_argument("--rows", type=Path, default=None, metavar="PATH",
+                        help=f"the real public-release rows (default {REAL_ROWS})")
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="processes that align side by side (default: the CPUs, at most 8)")
+    parser.add_argument("--gold-seeds", type=int, default=1, metavar="N",
+                        help="gold part: align under each configuration with seeds 0..N-1 of the folds and solvers "
+                        "and report medians (default 1: seed 0 only; the CV runs on seed 0)")
     add_docs_option(parser)
     args = parser.parse_args(argv)
-    write = wants_docs(args, partial=changed(parser, args, "dialogues", "seeds", "iterations", "reference", "synth_shape", "skip_real", "skip_synthetic", "configs", "subset", "no_cv"))
+    write = wants_docs(args, partial=changed(parser, args, "dialogues", "seeds", "iterations", "reference", "synth_shape",
+                                             "skip_real", "skip_synthetic", "configs", "subset", "no_cv", "quick", "rows",
+                                             "gold_seeds"))
+    if args.rows is not None:
+        REAL_ROWS = args.rows.resolve()
+    if args.workers is not None:
+        if args.workers < 1:
+            parser.error("--workers must be >= 1")
+        _use_workers(args.workers)
+    if args.quick:
+        given = {a.split("=")[0] for a in (argv if argv is not None else sys.argv[1:])}
+        args.dialogues = args.dialogues if "--dialogues" in given else 30
+        args.iterations = args.iterations if "--iterations" in given else 6
+        args.reference = args.reference if "--reference" in given else 0
+        args.subset = args.subset if "--subset" in given else 24
+        args.configs = args.configs if "--configs" in given else "defaults"
+        args.skip_real, args.no_cv = True, True
+        print(f"--quick: {args.dialogues} synthetic conversations, {args.iterations} rounds at most, no full real-rows "
+              f"part, gold part on the gold conversations and {args.subset} others under {args.configs}, no CV")
     with docs_page("align", "Alignment benchmark", write=write, intro=DOCS_INTRO):
         configs = [c for c in args.configs.split(",") if c]
         bad = [c for c in configs if c not in CONFIGS]
@@ -430,7 +502,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_real:
             real_part(args.iterations)
         if args.gold is not None:
-            gold_part(args.gold, args.iterations, configs, args.subset, not args.no_cv)
+            gold_part(args.gold, args.iterations, configs, args.subset, not args.no_cv,
+                      tuple(range(max(1, args.gold_seeds))))
         return 0
 
 

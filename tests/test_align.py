@@ -485,6 +485,14 @@ def test_cli_align_writes_table_and_report_and_shows_a_conversation(tmp_path, ca
     assert "~ pause ~" in shown[[i for i, line in enumerate(shown) if line[:4].strip() == "3"][0]]
     assert all("sel=" in line and "emp=" in line for line in body)
 
+    # issue 25: without --doc, the conversations are listed; an unknown id names a few of them
+    assert main(["data", "show-aligned", str(out)]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert "1 conversation(s)" in listed[0] and listed[1].split()[0] == "conversation"
+    assert listed[2].split()[:2] == ["donut_u7_2_5", "5"] and len(listed) == 3
+    assert main(["data", "show-aligned", str(out), "--doc", "zzz"]) == 2
+    assert "it has 1 conversation(s): donut_u7_2_5 (leave out --doc" in capsys.readouterr().err
+
 
 def test_cli_align_bad_inputs_exit_2(tmp_path, capsys, annotated_csv):
     code = main(["data", "align", str(annotated_csv), "--out", str(tmp_path / "x.csv"), "--quiet"])

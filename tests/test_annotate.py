@@ -341,3 +341,35 @@ def test_cli_annotate_missing_input_exits_2(model_folder, tmp_path, capsys):
     assert main(["annotate", str(tmp_path / "none.jsonl"), "--model", model_folder, "--out", str(tmp_path / "o")]) == 2
     assert "file not found" in capsys.readouterr().err
     assert not (tmp_path / "o" / MANIFEST).exists()
+
+
+def test_csv_chunk_progress_is_the_bytes_up_to_its_last_row(tmp_path):
+    """Issue 25: pandas reads a small CSV whole, so every chunk said it had reached 100% of the input."""
+    table = _table()
+    path = tmp_path / "table.csv"
+    table.to_csv(path, index=False, encoding="utf-8-sig")
+    raw = path.read_bytes()
+    chunks = list(TableSource(path, 4).chunks())
+    assert len(chunks) >= 3
+    ends = [c.progress for c in chunks]
+    assert ends == sorted(ends) and ends[-1] == len(raw) and ends[0] < len(raw)
+    for chunk in chunks:  # each progress is the end of the line holding the chunk's last row
+        assert raw[chunk.progress - 1:chunk.progress] == b"\n"
+        last_row = chunk.position["rows"]
+        assert raw[:chunk.progress].count(b"\n") == last_row + 1  # the header and the rows so far
+
+
+def test_cli_annotate_max_chunks_on_a_csv_tells_the_truth(model_folder, tmp_path, capsys):
+    table = _table()
+    path = tmp_path / "table.csv"
+    table.to_csv(path, index=False)
+    args = ["annotate", str(path), "--model", model_folder, "--chunk-size", "4"]
+    assert main(args + ["--out", str(tmp_path / "a.parquet"), "--max-chunks", "1"]) == 0
+    captured = capsys.readouterr()
+    assert "stopped early" in captured.out and "100% of the input" not in captured.err
+    share = int(re.search(r"chunk 1 done \((\d+)% of the input\)", captured.err).group(1))
+    assert 0 < share < 100
+    # the one chunk of a small input was all of it: complete, not "stopped early"
+    assert main(args[:-1] + ["1000", "--out", str(tmp_path / "b.parquet"), "--max-chunks", "1"]) == 0
+    captured = capsys.readouterr()
+    assert "complete" in captured.out and "stopped early" not in captured.out

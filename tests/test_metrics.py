@@ -215,3 +215,25 @@ def test_reports_and_confusion_exclude_pauses_and_unlabelled_rows():
     np.testing.assert_array_equal(cm, [[1, 0], [1, 2]])
     reports = M.classification_reports(table, SCHEMA, predicted)
     assert "0 no" in reports["b"] and "2 much" in reports["s"]
+
+
+def test_summary_table_marks_a_one_class_head_and_soft_ce_worse_than_the_floor():
+    """Issue 25: a head whose scored rows hold one class scores 1.000 beside a floor of 1.000 and
+    lifts the mean; a model whose soft CE is above the floor's went unflagged."""
+    table = _table()
+    table["labeler_b"] = pd.array([1, 1, 1, 1, NA, 0], dtype="Int64")  # scored rows 0..3: class 1 only
+    always_one = np.tile([0.01, 0.99], (6, 1))  # confident and right on the final labels, poor on the labelers'
+    metrics = M.score_split(table, SCHEMA, {"b": always_one, "s": PROBA_S}, prior=M.class_prior(table, SCHEMA))
+    assert metrics["test_classes_b"] == 1 and metrics["test_classes_s"] == 3
+    assert "test_classes_mean" not in metrics
+    summary = M.summary_table(metrics, SCHEMA).set_index("head")
+    assert summary.loc["b", "macro_f1"] == 1.0 and summary.loc["b", "floor_macro_f1"] == 1.0
+    assert M.NOTE_ONE_CLASS in summary.loc["b", "note"]
+    assert summary.loc["b", "soft_ce"] > summary.loc["b", "floor_soft_ce"]
+    assert M.NOTE_SOFT_CE in summary.loc["b", "note"] and M.NOTE_ONE_CLASS not in summary.loc["s", "note"]
+    assert f"macro_f1 without: {metrics['test_macro_f1_s']:.3f}" in summary.loc["mean", "note"]
+    text = M.format_table(summary.reset_index())
+    assert text.splitlines()[0].split()[-1] == "note" and "'one class' = " in text
+    # nothing to note: no note column
+    plain = M.score_split(_table(), SCHEMA, {"b": PROBA_B, "s": PROBA_S})
+    assert "note" not in M.format_table(M.summary_table(plain, SCHEMA)).splitlines()[0]

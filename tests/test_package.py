@@ -34,3 +34,72 @@ def test_cli_entry_point_prints_help():
     out = subprocess.run([sys.executable, "-m", "psyattrs", "--help"], capture_output=True, text=True)
     assert out.returncode == 0
     assert "data" in out.stdout and "labels" in out.stdout
+
+
+# A script run next to a clone named psyattrs/ (issue 25). The script's folder is first on sys.path;
+# an editable install finds the package through an import hook that Python consults after sys.path,
+# so without the repository's root __init__.py the clone was imported as an empty namespace package.
+_EDITABLE = """
+import importlib.abc, importlib.util, sys, warnings
+SRC = {src!r}
+class Editable(importlib.abc.MetaPathFinder):  # what a setuptools editable install appends
+    def find_spec(self, name, path=None, target=None):
+        if name == "psyattrs":
+            return importlib.util.spec_from_file_location(name, SRC + "/__init__.py", submodule_search_locations=[SRC])
+        return None
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in repr(f).lower()]  # this venv's own
+sys.meta_path.append(Editable())
+sys.path[:] = [p for p in sys.path if "site-packages" in p or "python3" in p or p == ""]
+warnings.simplefilter("always")
+import psyattrs
+print(psyattrs.__file__)
+print(psyattrs.__version__, callable(psyattrs.load_schema))
+"""
+
+
+def _clone(tmp_path: Path, code: "Path | None" = None) -> Path:
+    """A folder named psyattrs/ laid out like a clone: the repository's root files, src/attrs."""
+    clone = tmp_path / "psyattrs"
+    (clone / "src").mkdir(parents=True)
+    if (REPO / "__init__.py").exists():
+        (clone / "__init__.py").write_bytes((REPO / "__init__.py").read_bytes())
+    if code is None:
+        (clone / "src" / "attrs").mkdir()
+    else:
+        (clone / "src" / "attrs").symlink_to(code, target_is_directory=True)
+    return clone
+
+
+def _run_beside(tmp_path: Path, src: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([sys.executable, "-c", _EDITABLE.format(src=str(src))], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+
+
+def test_a_script_beside_a_clone_named_psyattrs_gets_the_installed_package(tmp_path):
+    code = REPO / "src" / "attrs"
+    _clone(tmp_path)
+    out = _run_beside(tmp_path, code)
+    assert out.returncode == 0, out.stderr
+    path, line = out.stdout.splitlines()
+    assert Path(path).resolve() == code / "__init__.py" and line.endswith(" True")
+    assert f"the folder {tmp_path / 'psyattrs'} next to this script is named like the package" in out.stderr
+    assert f"loaded from {code}" in out.stderr
+
+
+def test_a_clone_whose_code_is_the_installed_one_imports_silently(tmp_path):
+    clone = _clone(tmp_path, code=REPO / "src" / "attrs")
+    out = _run_beside(tmp_path, clone / "src" / "attrs")
+    assert out.returncode == 0, out.stderr
+    assert "named like the package" not in out.stderr
+
+
+def test_a_clone_named_psyattrs_and_no_installed_package_says_how_to_install(tmp_path):
+    clone = _clone(tmp_path)
+    # -S -E: no site-packages, no PYTHONPATH: psyattrs is not installed in this interpreter
+    out = subprocess.run([sys.executable, "-S", "-E", "-c", "import psyattrs"], cwd=tmp_path,
+                         capture_output=True, text=True)
+    assert out.returncode == 1
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"ImportError: `import psyattrs` found the folder {clone} (a clone")
+    assert f"pip install -e {clone}" in last

@@ -144,3 +144,46 @@ def test_a_report_that_cannot_be_built_is_a_warning_and_the_run_stands(store, mo
     assert mlflow.MlflowClient(tracking_uri=store).get_run(result.run_id).info.status == "FINISHED"
     err = capsys.readouterr().err
     assert f"run {result.run_id}: the run report was not logged: RuntimeError: no figures today" in err
+
+
+def test_learning_curves_put_losses_learning_rate_and_epoch_in_separate_panels():
+    """Issue 25: fit_epoch (1, 2, 3) and the learning rate (1e-5) shared one axis with the losses."""
+    import pandas as pd
+
+    from psyattrs.experiments.figures import curve_groups, learning_curves_figure
+
+    names = ["fit_epoch", "fit_epoch_train_loss", "fit_learning_rate", "fit_train_loss", "fit_valid_loss",
+             "fit_weight_empathy_tfidf"]
+    groups = curve_groups(names)
+    assert groups == {"loss": ["fit_epoch_train_loss", "fit_train_loss", "fit_valid_loss"],
+                      "learning rate": ["fit_learning_rate"], "epoch": ["fit_epoch"],
+                      "other": ["fit_weight_empathy_tfidf"]}
+    histories = {n: pd.DataFrame({"step": [1, 2, 3], "value": [0.9, 0.6, 0.5]}) for n in names}
+    fig = learning_curves_figure(histories)
+    panels = {ax.get_ylabel(): sorted(line.get_label() for line in ax.get_lines()) for ax in fig.axes}
+    assert panels == groups
+
+
+def test_the_report_says_what_the_cli_says_labeler_score_counts_and_notes(trained, store, capsys):
+    """Issue 25: the report called the labeler score 'the human ceiling' and counted sentences
+    differently from the training progress lines."""
+    import html as html_module
+
+    from psyattrs.experiments.metrics import TABLE_LEGEND
+    from psyattrs.experiments.report import build_report
+
+    page = build_report(trained.run_id, tracking_uri=store)
+    assert "human ceiling" not in page and "ceiling (" not in page
+    assert html_module.escape(TABLE_LEGEND["labeler_macro_f1"]) in page  # the CLI's legend, word for word
+    # the sentence counts: the training progress lines, the logged n_*_sentences and the report agree
+    from psyattrs.cli import main
+
+    assert main(["train", "majority", "--set", "data.synthetic.dialogues=8", "--set", f"tracking.uri={store}",
+                 "--set", "tracking.experiment=counts"]) == 0
+    captured = capsys.readouterr()
+    run_id = captured.out.strip().splitlines()[-1]
+    metrics = mlflow.MlflowClient(tracking_uri=store).get_run(run_id).data.metrics
+    n = {s: int(metrics[f"n_{s}_sentences"]) for s in ("train", "valid", "test")}
+    assert f"fit majority on {n['train']} sentences" in captured.err
+    assert f"score {n['test']} test sentences" in captured.err
+    assert f"<td>{n['train']} / {n['valid']} / {n['test']}</td>" in build_report(run_id, tracking_uri=store)

@@ -475,3 +475,23 @@ def test_a_fault_while_predicting_is_a_500_never_a_200_cut_short(monkeypatch):
     monkeypatch.setattr(scoring, "predict_json", lambda table: json.dumps({"doc_id": table["doc_id"].iloc[0]}).encode())
     status, body = _asgi_post_json(scoring.app, {"dataframe_records": records})
     assert status == 200 and json.loads(body) == {"predictions": [{"doc_id": f"c{i}"} for i in range(3)]}
+
+
+def test_cli_serve_says_it_is_loading_the_model_before_it_loads(tiny_model, capsys, monkeypatch):
+    """Issue 25: `serve` was silent for the seconds the model takes to load."""
+    from psyattrs.serving import serve as serve_module
+
+    seen = []
+    real_app = serve_module.scoring_app
+
+    def scoring_app(*args, **kwargs):  # the model loads here: what had been printed by then?
+        seen.append(capsys.readouterr().out)
+        return real_app(*args, **kwargs)
+
+    monkeypatch.setattr(serve_module, "scoring_app", scoring_app)
+    monkeypatch.setattr(serve_module, "_run", lambda config, sock: 0)  # no server: load, announce, return
+    code = main(["serve", "--model", tiny_model.registered, "--port", str(_free_port()),
+                 "--tracking-uri", tiny_model.tracking_uri])
+    assert code == 0
+    assert seen == [f"loading the model {tiny_model.registered}…\n"]
+    assert capsys.readouterr().out.startswith(f"serving {tiny_model.registered} at http://127.0.0.1:")

@@ -326,3 +326,16 @@ def test_context_only_counts_rows_without_any_label():
     assert _count_unlabelled(table, ["a", "b"]) == 1
     assert _count_unlabelled(table.assign(b=pd.array([1, 0, 1, 1], dtype="Int64")), ["a", "b"]) == 0
     assert _count_unlabelled(table, []) == 4
+
+
+def test_cli_validate_says_why_a_file_missing_one_labeler_column_is_not_annotated(tmp_path, capsys):
+    """Issue 25: an annotated file missing one labeler column was silently read as generic (exit 0)."""
+    path = write_csv(annotated_frame().drop(columns=["labeler2_empathy"]), tmp_path / "almost.csv")
+    assert main(["data", "validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "format generic" in out
+    assert "format detected: generic, not read as annotated: missing labeler2_empathy (17 of the 18" in out
+    # a complete annotated file, and a generic one with no labeler column, get no such line
+    for frame in (annotated_frame(), annotated_frame()[["doc_id", "text"]]):
+        assert main(["data", "validate", str(write_csv(frame, tmp_path / "ok.csv"))]) == 0
+        assert "not read as annotated" not in capsys.readouterr().out

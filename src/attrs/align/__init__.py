@@ -11,6 +11,7 @@ models, so it sits above models/.
 - `lattice` and `dp`: the exact dynamic programme over merges (its input and output; the passes).
 - `output`: the utterance table and the report; `eval`: naive readings, scoring against a truth.
 - `gold`: hand-made reading orders; `show`: one aligned conversation laid out for a reader.
+- `summary`: `AlignSummary`: what a reconstruction knows, and when not to trust it.
 """
 
 from psyattrs.align.reconstruct import (
@@ -22,13 +23,15 @@ from psyattrs.align.reconstruct import (
     AlignSettings,
     align_public,
     aligned_corpus,
+    aligned_corpus_summary,
     cache_folder,
     output_columns,
     write_aligned,
     write_report,
 )
+from psyattrs.align.summary import AlignSummary, summarize_alignment
 
 __all__ = [
     "ALIGN_COLUMNS", "COUNTED", "NOT_COUNTED", "REPORT_COLUMNS", "AlignResult", "AlignSettings",
-    "align_public", "aligned_corpus", "cache_folder", "output_columns", "write_aligned", "write_report",
+    "align_public", "aligned_corpus", "aligned_corpus_summary", "AlignSummary", "summarize_alignment", "cache_folder", "output_columns", "write_aligned", "write_report",
 ]  # fmt: skip

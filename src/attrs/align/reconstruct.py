@@ -65,6 +65,7 @@ from psyattrs.align.conversations import COUNTED, NOT_COUNTED, Conversation, rea
 from psyattrs.align.output import ALIGN_COLUMNS, REPORT_COLUMNS, report_table, unfit_reason, utterance_table
 from psyattrs.align.rounds import Aligner, Fit
 from psyattrs.align.settings import AlignSettings
+from psyattrs.align.summary import AlignSummary, summarize_alignment
 from psyattrs.data.output import atomic_output
 from psyattrs.data.table import Corpus, Problem, final_column
 from psyattrs.errors import OutputFileError, PsyattrsWarning
@@ -72,7 +73,8 @@ from psyattrs.schema import Schema
 
 __all__ = [
     "ALIGN_COLUMNS", "COUNTED", "NOT_COUNTED", "REPORT_COLUMNS", "AlignResult", "AlignSettings",
-    "align_public", "aligned_corpus", "cache_folder", "output_columns", "write_aligned", "write_report",
+    "align_public", "aligned_corpus", "aligned_corpus_summary", "cache_folder", "output_columns", "write_aligned",
+    "write_report",
 ]  # fmt: skip
 
 
@@ -98,8 +100,9 @@ class AlignResult:
             round's posteriors over units: near-tied readings flipping barely move it),
             `loglik_per_label`, `mean_top_posterior` (mean over labels of the posterior of the
             most probable unit), `pauses_counted` (conversations), `frozen` (conversations
-            frozen so far: `AlignSettings.freeze_after`), `align_seconds` (the DP) and
-            `seconds` (the whole round: the DP, then training the classifier and the priors).
+            frozen so far: `AlignSettings.freeze_after`), `align_seconds` (the DP),
+            `seconds` (the whole round: the DP, then training the classifier and the priors) and
+            `stopped` (`stopped` below, the same on every row: the cache keeps it).
         snapshots: with `keep_history`, the utterance table of every round.
         settings: the settings used.
         schema: the heads.
@@ -108,6 +111,8 @@ class AlignResult:
             last round), `cap` (`iterations` rounds done first) or `empty` (no conversation to
             align). Per conversation, the report's `rounds_stop` says `settled`, `flipping`, `cycle`
             or `open` (still changing when the rounds stopped) and `frozen_round` when.
+        self_trained: the lines were scored by a classifier trained on the rounds' own readings
+            (False: by a `label_model` trained elsewhere).
     """
 
     utterances: pd.DataFrame
@@ -119,6 +124,13 @@ class AlignResult:
     snapshots: list[pd.DataFrame] = field(default_factory=list)
     source: Any = None
     stopped: str = ""
+    self_trained: bool = True
+
+    @property
+    def summary(self) -> AlignSummary:
+        """What the reconstruction knows and whether to trust it (`psyattrs.align.summary`)."""
+        return summarize_alignment(self.report, self.utterances["align_confidence"], self.history,
+                                   stopped=self.stopped, self_trained=self.self_trained)
 
     def to_corpus(self) -> Corpus:
         """The reconstructed corpus as an utterance-level `Corpus` (format `generic`: final labels only)."""
@@ -147,6 +159,7 @@ def align_public(
     progress: bool = False,
     keep_history: bool = False,
     label_model: Any = None,
+    workers: int | None = None,
     **overrides: Any,
 ) -> AlignResult:
     """Reconstructs the chronological sentence order of a public-release corpus (module docstring).
@@ -164,6 +177,9 @@ def align_public(
             `psyattrs.Predictor` (which loads models:/ and runs:/ URIs and MLflow model folders:
             `label_model=Predictor("models:/NAME@champion")`), predicting the corpus's heads. Its
             predictions stay fixed; the priors are still re-estimated every round.
+        workers: processes that align the conversations of a round side by side (None: the CPUs
+            this process may use, at most 8; 1: in this process). Forked on Linux only (elsewhere
+            one process); the output is the same whatever the number.
 
     Returns:
         `AlignResult`: the utterance table, the per-conversation report, the problems (the
@@ -179,6 +195,20 @@ def align_public(
     if unknown:
         raise ValueError(f"unknown align setting(s) {unknown}; allowed: {sorted(AlignSettings.__dataclass_fields__)}")
     s = AlignSettings(**{**base.to_dict(), **overrides})
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ValueError(f"workers must be a whole number >= 1, got {workers!r}")
+    from threadpoolctl import threadpool_limits
+
+    # one BLAS thread: the solvers' threads spin on busy cores (a logistic regression of the
+    # rounds' size fitted 6-8x faster with one thread on two shared cores), and the workers are
+    # the parallelism
+    with threadpool_limits(limits=1):
+        return _align_public(corpus, s, progress, keep_history, label_model,
+                             _default_workers() if workers is None else workers)
+
+
+def _align_public(corpus: Corpus, s: AlignSettings, progress: bool, keep_history: bool, label_model: Any,
+                  workers: int) -> AlignResult:
     schema = corpus.schema
     fixed_model = _label_model(label_model, schema) if label_model is not None else None
     convs, unfit = read_conversations(corpus)
@@ -194,23 +224,30 @@ def align_public(
     for it in range(s.iterations + 1):
         started = time.perf_counter()
         last = it == s.iterations
-        fits = [rounds.held[ci] if rounds.frozen(ci) else aligner.align_one(ci, logp, priors, keep_history or last)
-                for ci in _progress(range(len(convs)), progress, it)]
+        decode = keep_history or last
+        todo = [ci for ci in range(len(convs)) if not rounds.frozen(ci)]
+        got = dict(zip(todo, _map(lambda ci: aligner.align_one(ci, logp, priors, decode), todo, aligner, workers,
+                                  progress, it)))
+        fits = [rounds.held[ci] if rounds.frozen(ci) else got[ci] for ci in range(len(convs))]
         placements = [f.placement() if f else [] for f in fits]
         changed = _changed(previous, placements)
         previous = placements
         posteriors = [f.unit_posteriors() if f else {} for f in fits]
         moved = _moved(previous_post, posteriors)
         previous_post = posteriors
-        for ci in rounds.settle(it, placements):  # frozen now: their best readings under these scores
+        now = rounds.settle(it, placements)  # frozen now: their best readings under these scores
+        finals = _map(lambda ci: _final_fit(aligner, ci, fits[ci], logp, priors, s), now, aligner, workers)
+        for ci, final in zip(now, finals):
             rounds.held[ci] = fits[ci]
-            rounds.output[ci] = _final_fit(aligner, ci, fits[ci], logp, priors, s)
+            rounds.output[ci] = final
         converged = it > 0 and (min(changed, moved) <= s.min_change or rounds.all_frozen())
         done = last or converged or not convs
         stopped = "empty" if not convs else "converged" if converged else "cap"
         if done:  # the best readings of the final scores (the frozen ones: of the scores they froze under)
-            out = [rounds.output[ci] if rounds.frozen(ci) else _final_fit(aligner, ci, f, logp, priors, s)
-                   for ci, f in enumerate(fits)]
+            todo = [ci for ci in range(len(convs)) if not rounds.frozen(ci)]
+            got = dict(zip(todo, _map(lambda ci: _final_fit(aligner, ci, fits[ci], logp, priors, s), todo, aligner,
+                                      workers)))
+            out = [rounds.output[ci] if rounds.frozen(ci) else got[ci] for ci in range(len(convs))]
         align_seconds = time.perf_counter() - started
         if keep_history:
             snapshots.append(utterance_table(convs, out if done else rounds.merged(fits), schema))
@@ -247,7 +284,63 @@ def align_public(
         Problem(c.doc_id, unfit_reason(c), "persona_text_all/user_text_all") for c in unfit
     ] + [Problem(c.doc_id, "no reading of the lines scores above zero probability", "labels")
          for c, f in zip(convs, fits) if f is None]
-    return AlignResult(utterances, report, problems, pd.DataFrame(history), s, schema, snapshots, corpus.source, stopped)
+    history = pd.DataFrame(history)
+    history["stopped"] = stopped
+    return AlignResult(utterances, report, problems, history, s, schema, snapshots, corpus.source, stopped,
+                       self_trained=fixed_model is None)
+
+
+def _default_workers() -> int:
+    import os
+
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(8, cpus))
+
+
+_WORK: Any = None
+"""(function of a conversation index, the Aligner): what the forked workers of `_map` call."""
+
+
+def _map(fn, cis: list[int], aligner: Aligner, workers: int, progress: bool = False, round_no: int = 0
+         ) -> list[Fit | None]:
+    """`fn(ci)` (a `Fit` or None) for each conversation index, in `workers` forked processes (Linux;
+    elsewhere, or for one conversation, in this one). The workers inherit the round's state; each
+    fit comes back with its treatment re-attached (its index travels, not a copy) and the
+    conversation's change shift (`match_runs` sets it)."""
+    import multiprocessing
+    import sys
+
+    if workers <= 1 or len(cis) < 2 or not sys.platform.startswith("linux"):
+        return [fn(ci) for ci in _progress(cis, progress, round_no)]
+    global _WORK
+    _WORK = (fn, aligner)
+    try:
+        with multiprocessing.get_context("fork").Pool(min(workers, len(cis))) as pool:
+            got = list(_progress(pool.imap(_work, cis), progress, round_no, total=len(cis)))
+    finally:
+        _WORK = None
+    out = []
+    for ci, (fit, mi, tilt) in zip(cis, got):
+        if fit is not None:
+            fit.mode = aligner.convs[ci].modes[mi]
+        aligner.tilt[ci] = tilt
+        out.append(fit)
+    return out
+
+
+def _work(ci: int) -> tuple[Fit | None, int, float]:
+    from dataclasses import replace
+
+    fn, aligner = _WORK
+    fit = fn(ci)
+    tilt = float(aligner.tilt[ci])
+    if fit is None:
+        return None, -1, tilt
+    mi = next(k for k, m in enumerate(aligner.convs[ci].modes) if m is fit.mode)
+    return replace(fit, mode=None), mi, tilt
 
 
 def _final_fit(aligner: Aligner, ci: int, fit: Fit | None, logp: dict[str, np.ndarray], priors, s: AlignSettings
@@ -353,14 +446,14 @@ def _label_model(model: Any, schema: Schema):
     return inner
 
 
-def _progress(it, on: bool, round_no: int):
+def _progress(it, on: bool, round_no: int, total: int | None = None):
     import sys
 
     if not on or not sys.stderr.isatty():
         return it
     from tqdm.auto import tqdm
 
-    return tqdm(it, desc=f"align round {round_no}", leave=False)
+    return tqdm(it, desc=f"align round {round_no}", leave=False, total=total)
 
 
 def _log_round(history: list[dict], cap: int, n_conv: int, done: bool) -> None:
@@ -489,8 +582,8 @@ CACHE_FILES = ("aligned.csv", "report.jsonl", "history.csv")
 `psyattrs.align.cache.MANIFEST`, their sizes, line counts and checksums, written last)."""
 
 
-def cached_alignment(corpus: Corpus, *, settings: AlignSettings | None = None, progress: bool = False
-                     ) -> tuple[Path | None, AlignResult | None]:
+def cached_alignment(corpus: Corpus, *, settings: AlignSettings | None = None, progress: bool = False,
+                     workers: int | None = None) -> tuple[Path | None, AlignResult | None]:
     """The alignment of a public file, from the cache or made now and cached.
 
     A cached entry is read only when every file matches the manifest written with it
@@ -507,7 +600,7 @@ def cached_alignment(corpus: Corpus, *, settings: AlignSettings | None = None, p
         clean_stale(folder.parent)
         if entry_is_sound(folder, CACHE_FILES):  # every file checked against the manifest
             return folder, None
-    result = align_public(corpus, settings=settings, progress=progress)
+    result = align_public(corpus, settings=settings, progress=progress, workers=workers)
     if folder is not None:
         try:  # each file complete or absent (atomic_output); the manifest last: it marks a complete entry
             write_report(result, folder / "report.jsonl")
@@ -529,7 +622,7 @@ def aligned_corpus(corpus: Corpus, *, settings: AlignSettings | None = None, cac
     This is how training reads the public file directly (`data.path` pointing at it): the
     alignment runs once and is kept in `cache_folder()` (`cache_entry`: the same entry
     `psyattrs data align` uses with the same settings); later reads of the same file load the
-    cached table.
+    cached table. `aligned_corpus_summary` also returns what the reconstruction knows.
 
     Args:
         corpus: what `read_public` returns (its `source` file is hashed for the key; without a
@@ -542,12 +635,20 @@ def aligned_corpus(corpus: Corpus, *, settings: AlignSettings | None = None, cac
         A `Corpus` (format `generic`, record kind `sentence`) whose utterances carry the final labels
         and `ALIGN_COLUMNS`; `problems` lists the conversations set aside (reader's and aligner's).
     """
+    return aligned_corpus_summary(corpus, settings=settings, cache=cache, progress=progress)[0]
+
+
+def aligned_corpus_summary(corpus: Corpus, *, settings: AlignSettings | None = None, cache: bool = True,
+                           progress: bool = True) -> tuple[Corpus, AlignSummary]:
+    """`aligned_corpus` and the reconstruction's `AlignSummary` (from the cache when the alignment
+    came from there)."""
     settings = settings or AlignSettings()
     if not cache or corpus.source is None:
-        return align_public(corpus, settings=settings, progress=progress).to_corpus()
+        result = align_public(corpus, settings=settings, progress=progress)
+        return result.to_corpus(), result.summary
     folder, result = cached_alignment(corpus, settings=settings, progress=progress)
     if result is not None:
-        return result.to_corpus()
+        return result.to_corpus(), result.summary
     from psyattrs.data.generic import read_generic
 
     cached = read_generic(folder / "aligned.csv", corpus.schema)
@@ -555,4 +656,5 @@ def aligned_corpus(corpus: Corpus, *, settings: AlignSettings | None = None, cac
     cached.problems = [Problem(str(r["doc_id"]), str(r["reason"]), "alignment")
                        for _, r in rep[rep["status"] != "aligned"].iterrows()]
     cached.source = corpus.source
-    return cached
+    history = pd.read_csv(folder / "history.csv", keep_default_na=False, na_values=[""])
+    return cached, summarize_alignment(rep, cached.utterances["align_confidence"], history)

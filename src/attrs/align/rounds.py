@@ -286,17 +286,31 @@ class Aligner:
     def align_one(self, ci: int, logp: dict[str, np.ndarray], priors: Priors, decode: bool) -> Fit | None:
         """Both pause treatments' likelihoods, the better one's posteriors and, with `decode`, its
         best reading (None when no reading has a finite score)."""
+        fit, lat = self._align(ci, logp, priors, decode)
+        if fit is not None:
+            self._add_posteriors(fit, lat)
+        return fit
+
+    def _align(self, ci: int, logp: dict[str, np.ndarray], priors: Priors, decode: bool
+               ) -> tuple[Fit | None, lattice.Lattice | None]:
+        """`align_one` without the posteriors (the backward pass): the fit and its lattice."""
         lats = self._lattices(ci, logp, priors)
         lls = np.array([dp.log_likelihood(lat) for lat in lats])
         if not np.isfinite(lls).any():
-            return None
+            return None, None
         best = int(np.argmax(lls))
         other = float(np.max(np.delete(lls, best))) if len(lls) > 1 else float("nan")
         prob = 1.0 / (1.0 + np.exp(other - lls[best])) if np.isfinite(other) else 1.0
-        fit = Fit(self.convs[ci].modes[best], float(lls[best]), other, float(prob), dp.forward_backward(lats[best]))
+        fit = Fit(self.convs[ci].modes[best], float(lls[best]), other, float(prob), None)
         if decode:
-            self._decode(fit, lats[best])
-        return fit
+            fit.path = dp.viterbi(lats[best])
+        return fit, lats[best]
+
+    @staticmethod
+    def _add_posteriors(fit: Fit, lat: lattice.Lattice) -> None:
+        fit.post = dp.forward_backward(lat)
+        if fit.path is not None:
+            fit.confidence = np.array([step_posterior(fit.post, st) for st in fit.path.steps]) * fit.mode_prob
 
     def decode(self, ci: int, fit: Fit | None, logp: dict[str, np.ndarray], priors: Priors) -> Fit | None:
         """Adds the best reading to a fit made with the same scores (rebuilding its lattice)."""
@@ -333,22 +347,25 @@ class Aligner:
         base = float(self.tilt[ci])
         best, best_gap, best_tilt = fit, abs(self.speaker_runs(fit) - target), base
         lo, hi = (base, max(base, 8.0)) if self.speaker_runs(fit) < target else (min(base, -8.0), base)
+        best_lat = None  # the tries need the best reading only: the posteriors of the one kept come last
         for _ in range(tries):
             if best_gap == 0:
                 break
             mid = (lo + hi) / 2
             self.tilt[ci] = mid
-            trial = self.align_one(ci, logp, priors, decode=True)
+            trial, lat = self._align(ci, logp, priors, decode=True)
             if trial is None:
                 break
             runs = self.speaker_runs(trial)
             if abs(runs - target) < best_gap:
-                best, best_gap, best_tilt = trial, abs(runs - target), mid
+                best, best_gap, best_tilt, best_lat = trial, abs(runs - target), mid, lat
             if runs < target:
                 lo = mid
             else:
                 hi = mid
         self.tilt[ci] = best_tilt
+        if best_lat is not None:
+            self._add_posteriors(best, best_lat)
         return best
 
     def update_tilts(self, fits: list[Fit | None], priors: Priors) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from psyattrs.cli._options import add_input_format, add_schema
 from psyattrs.data import FORMATS, load_corpus
+from psyattrs.data.io import table_columns, why_not_annotated
 from psyattrs.data.summary import format_summary, summarize
 from psyattrs.data.validate import write_report
 from psyattrs.errors import InputFileError
@@ -44,6 +45,12 @@ def handler(args: argparse.Namespace) -> int:
     corpus = load_corpus(args.path, format=args.format, schema=args.schema)
     summary = summarize(corpus)
     print(format_summary(summary))
+    if args.format is None and corpus.format == "generic":  # detected: say why not the annotated layout
+        reason = why_not_annotated(table_columns(args.path))
+        if reason is None and args.schema is not None and "labeler1_" in " ".join(table_columns(args.path)):
+            reason = "not read as annotated: the annotated layout is OPELA's and --schema names another schema"
+        if reason:
+            print(f"format detected: generic, {reason}")
     if corpus.problems:
         for problem in corpus.problems[:SHOWN_PROBLEMS]:
             where = f"row {problem.row}, " if problem.row is not None else ""

@@ -1,7 +1,7 @@
 """`psyattrs report --run RUN_ID [--out report.html]`: the run report as one HTML page.
 
-Writes the self-contained page (tables and embedded plots: per-head metrics with floor and
-ceiling, confusion matrices, calibration, learning curves where there are epochs, the config) and
+Writes the self-contained page (tables and embedded plots: per-head metrics with the floor and
+one labeler against the others' majority, confusion matrices, calibration, learning curves where there are epochs, the config) and
 logs it as the run's artifact `report/report.html`, so it opens from the MLflow UI. Training logs
 it automatically; this command rebuilds it (e.g. for a run trained before reports existed).
 """

@@ -42,5 +42,8 @@ def handler(args: argparse.Namespace) -> int:
     def announce(url: str) -> None:
         print(f"serving {args.model} at {url} (Ctrl-C stops it)", flush=True)
 
+    def loading() -> None:
+        print(f"loading the model {args.model}…", flush=True)
+
     return serve(args.model, port=args.port, tracking_uri=args.tracking_uri, workers=args.workers,
-                 timeout=args.timeout, max_body_mb=args.max_body_mb, announce=announce)
+                 timeout=args.timeout, max_body_mb=args.max_body_mb, announce=announce, loading=loading)

@@ -616,6 +616,34 @@ def classify_columns(columns: Iterable[str], path: "str | Path") -> str:
     return "generic"
 
 
+def why_not_annotated(columns: Iterable[str]) -> str | None:
+    """Why a table with some of the annotated layout's columns is not the `annotated` format, or
+    None when it is annotated or shows no sign of being meant as it (no `labeler{k}_{head}` column
+    of an OPELA head).
+
+    Returns:
+        e.g. "not read as annotated: missing labeler2_empathy (17 of the 18 labeler{1,2,3}_{head}
+        columns of the six OPELA heads are there)".
+    """
+    cols = set(map(str, columns))
+    opela_labels = [f"labeler{k}_{h}" for h in OPELA.head_names for k in (1, 2, 3)]
+    present = [c for c in opela_labels if c in cols]
+    if not present:
+        return None
+    missing = [c for c in ANNOTATED_KEY_COLUMNS if c not in cols] + [c for c in opela_labels if c not in cols]
+    if not missing:
+        return None
+    shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+    return (f"not read as annotated: missing {shown} ({len(present)} of the {len(opela_labels)} "
+            f"labeler{{1,2,3}}_{{head}} columns of the {len(OPELA.head_names)} OPELA heads are there)")
+
+
+def table_columns(path: "str | Path") -> list[str]:
+    """The column names of a CSV or Parquet table (as format detection reads them)."""
+    p = check_file(path)
+    return parquet_columns(p) if read_head(p, len(_PARQUET_MAGIC)) == _PARQUET_MAGIC else csv_header(p)
+
+
 JSON_PROBE_LINES = 100
 """How many non-blank lines format detection tries before a JSON-lines file counts as broken."""
 

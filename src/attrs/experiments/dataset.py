@@ -188,9 +188,15 @@ def read_corpus(path: str, config: ExperimentConfig, schema: Schema) -> tuple[pd
 
     note_input_file(path, corpus.encoding)  # digest and encoding, logged with the active run (if any)
     if corpus.format == "public":  # the public release: its sentence order reconstructed (cached)
-        from psyattrs.align import aligned_corpus
+        import sys
 
-        corpus = aligned_corpus(corpus)
+        from psyattrs.align import aligned_corpus_summary
+        from psyattrs.experiments.provenance import note_alignment
+
+        corpus, summary = aligned_corpus_summary(corpus)
+        note_alignment(path, summary, corpus.utterances)  # the run says what its labels rest on
+        for warning in summary.warnings:  # printed: the run's MLflow calls silence Python warnings
+            print(f"psyattrs: warning: {path}: {warning}", file=sys.stderr, flush=True)
     if corpus.record_kind not in ("sentence", "item", "rating"):
         raise ValueError(
             f"{path}: a {corpus.format!r} corpus has no per-sentence labels to train on; "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 import math
-from typing import Mapping
+from typing import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -37,17 +37,19 @@ def figure_png(fig, *, dpi: int = 96) -> bytes:
 
 
 def head_metrics_figure(summary: pd.DataFrame, *, metric: str = "macro_f1"):
-    """Bars per head: the model's `metric` beside the majority floor and the human ceiling.
+    """Bars per head: the model's `metric` beside the majority floor and one labeler scored against
+    the others' majority (not a ceiling: `psyattrs.experiments.metrics.TABLE_LEGEND`).
 
     Args:
         summary: `psyattrs.experiments.metrics.summary_table` (columns `head`, `macro_f1`,
-            `floor_macro_f1`, `ceiling_macro_f1`, ...).
-        metric: the model column; `floor_{metric}` and `ceiling_{metric}` are drawn where present.
+            `floor_macro_f1`, `labeler_macro_f1`, ...).
+        metric: the model column; `floor_{metric}` and `labeler_{metric}` are drawn where present.
     """
     heads = summary["head"].tolist()
     x = np.arange(len(heads))
     fig, ax = new_figure(max(6.0, 1.0 * len(heads)), 3.2)
-    series = [(metric, "model"), (f"floor_{metric}", "majority floor"), (f"ceiling_{metric}", "human ceiling")]
+    series = [(metric, "model"), (f"floor_{metric}", "majority floor"),
+              (f"labeler_{metric}", "one labeler vs. the others' majority")]
     series = [(c, label) for c, label in series if c in summary]
     width = 0.8 / len(series)
     for i, (column, label) in enumerate(series):
@@ -60,18 +62,44 @@ def head_metrics_figure(summary: pd.DataFrame, *, metric: str = "macro_f1"):
     return fig
 
 
+CURVE_GROUPS: tuple[tuple[str, str], ...] = (
+    ("loss", "loss"), ("learning rate", "learning_rate"), ("epoch", "epoch"),
+)
+"""(panel, what its metric names hold): the learning-curve panels in order; other metrics share a
+last panel, `other`. A loss, a learning rate (1e-5) and an epoch count (1, 2, 3) on one y axis hide
+each other."""
+
+
+def curve_groups(names: Iterable[str]) -> dict[str, list[str]]:
+    """The metric names of each learning-curve panel (`CURVE_GROUPS`, then `other`), empty panels left out.
+
+    A name goes to the first panel whose key it holds (`fit_valid_loss` -> loss, `fit_learning_rate`
+    -> learning rate, `fit_epoch` -> epoch)."""
+    out: dict[str, list[str]] = {}
+    for name in names:
+        panel = next((p for p, key in CURVE_GROUPS if key in name), "other")
+        out.setdefault(panel, []).append(name)
+    order = [p for p, _ in CURVE_GROUPS] + ["other"]
+    return {p: out[p] for p in order if p in out}
+
+
 def learning_curves_figure(histories: Mapping[str, pd.DataFrame]):
-    """One line per metric over its steps (epochs).
+    """One panel per kind of metric (`curve_groups`: losses, the learning rate, the epoch, the
+    rest), one line per metric over its steps, the panels sharing the step axis.
 
     Args:
         histories: metric name -> DataFrame with `step` and `value`.
     """
-    fig, ax = new_figure(6.0, 3.2)
-    for name, frame in histories.items():
-        ax.plot(frame["step"], frame["value"], marker="o", markersize=3, label=name)
-    ax.set_xlabel("step (epoch)")
-    ax.set_ylabel("value")
-    ax.legend(fontsize=8)
+    groups = curve_groups(histories)
+    fig, axes = new_figure(6.0, 2.2 * len(groups) + 0.6, rows=len(groups))
+    axes = np.asarray(axes).ravel()
+    for ax, (panel, names) in zip(axes, groups.items()):
+        for name in names:
+            frame = histories[name]
+            ax.plot(frame["step"], frame["value"], marker="o", markersize=3, label=name)
+        ax.set_ylabel(panel)
+        ax.legend(fontsize=8)
+    axes[-1].set_xlabel("step")
     return fig
 
 

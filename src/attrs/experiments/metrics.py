@@ -419,7 +419,21 @@ def score_split(
     if prior is not None:
         out.update(name_metrics(floor_scores(table, schema, prior), prefix=f"{prefix}floor_"))
     out.update(name_metrics(ceiling_scores(table, schema), prefix=f"{prefix}ceiling_"))
+    for head in schema:  # no mean: how many classes the split holds is a fact per head, not a score
+        out[f"{prefix}classes_{head.name}"] = float(split_classes(table, head))
     return out
+
+
+def split_classes(table: pd.DataFrame, head: Head) -> int:
+    """How many distinct final labels of `head` the scored rows (non-pause, final label present) hold.
+
+    With one class, every hard metric is trivial: the floor (the training prior's majority class)
+    scores macro-F1 1.000 when that class is the training majority, and so does a model that always
+    predicts it; `summary_table` marks such a head.
+    """
+    final = _labels(table, final_column(head.name))
+    rows = evaluable(table) & ~np.isnan(final)
+    return int(len(np.unique(final[rows])))
 
 
 def classification_reports(
@@ -461,8 +475,24 @@ TABLE_LEGEND: dict[str, str] = {
         "from many sentences, so it can score above any single labeler"
     ),
 }
+TABLE_LEGEND["note"] = (
+    "note: 'one class' = the head's scored rows hold a single class, so its hard scores (and the floor's) say "
+    "nothing and lift the mean ('mean' then gives the mean macro-F1 without those heads); 'soft CE > floor' = the "
+    "model's probabilities fit the labelers' distribution worse than the training prior does"
+)
+NOTE_ONE_CLASS = "one class"
+NOTE_SOFT_CE = "soft CE > floor"
 # summary column -> metric name (after the prefix); the labeler reference is logged as `ceiling_`
 _SUMMARY_METRIC = {"labeler_macro_f1": "ceiling_macro_f1"}
+
+
+def _notes(row: Mapping[str, float], classes: float) -> list[str]:
+    notes = []
+    if classes == 1:
+        notes.append(NOTE_ONE_CLASS)
+    if row["soft_ce"] > row["floor_soft_ce"]:  # False when either is NaN
+        notes.append(NOTE_SOFT_CE)
+    return notes
 
 
 def summary_table(metrics: Mapping[str, float], schema: Schema, *, prefix: str = "test_") -> pd.DataFrame:
@@ -472,30 +502,47 @@ def summary_table(metrics: Mapping[str, float], schema: Schema, *, prefix: str =
         One row per head plus `mean`, columns `head`, `macro_f1`, `floor_macro_f1`,
         `labeler_macro_f1` (the logged `ceiling_macro_f1`, see `TABLE_LEGEND`), `micro_f1`,
         `accuracy`, `kappa`, `soft_ce`, `floor_soft_ce`, `manhattan`, `floor_manhattan`,
-        `average_precision`, `floor_average_precision` (NaN where a metric does not apply).
+        `average_precision`, `floor_average_precision` (NaN where a metric does not apply) and
+        `note` (text, empty when nothing to say): `NOTE_ONE_CLASS` for a head whose scored rows hold
+        one class (from the logged `{prefix}classes_{head}`; runs logged before it have no such
+        note), `NOTE_SOFT_CE` where the model's soft CE is above the floor's; on the mean row, the
+        mean macro-F1 without the one-class heads when there are some.
     """
     columns = ["macro_f1", "floor_macro_f1", "labeler_macro_f1", "micro_f1", "accuracy", "kappa",
                "soft_ce", "floor_soft_ce", "manhattan", "floor_manhattan", "average_precision",
                "floor_average_precision"]
     rows = []
+    one_class = []
     for head in [*schema.head_names, "mean"]:
         row = {"head": head}
         for column in columns:
             row[column] = metrics.get(f"{prefix}{_SUMMARY_METRIC.get(column, column)}_{head}", float("nan"))
+        notes = _notes(row, metrics.get(f"{prefix}classes_{head}", float("nan")))
+        if NOTE_ONE_CLASS in notes:
+            one_class.append(row)
+        elif head == "mean" and one_class:
+            others = [r["macro_f1"] for r in rows if all(r is not o for o in one_class)]
+            notes.insert(0, f"{len(one_class)} one-class head(s) in it; macro_f1 without: {_nanmean(others):.3f}")
+        row["note"] = "; ".join(notes)
         rows.append(row)
-    return pd.DataFrame(rows, columns=["head", *columns])
+    return pd.DataFrame(rows, columns=["head", *columns, "note"])
 
 
 def format_table(table: pd.DataFrame, *, legend: bool = True) -> str:
     """Plain-text rendering of `summary_table` (3 decimals, `-` for NaN), one line per row; with
     `legend`, followed by a line per `TABLE_LEGEND` entry whose column is in the table."""
+    if "note" in table and not table["note"].astype(str).str.len().any():
+        table = table.drop(columns="note")  # nothing to note: no empty column
     header = [str(c) for c in table.columns]
     body = [[f"{v:.3f}" if isinstance(v, float) and not np.isnan(v) else ("-" if isinstance(v, float) else str(v))
              for v in row] for row in table.itertuples(index=False)]
     widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(header)]
-    lines = ["  ".join(h.rjust(w) if i else h.ljust(w) for i, (h, w) in enumerate(zip(header, widths)))]
-    for r in body:
-        lines.append("  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths))))
+    left = {0, *(i for i, h in enumerate(header) if h == "note")}  # text columns read left-aligned
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(v.ljust(w) if i in left else v.rjust(w) for i, (v, w) in enumerate(zip(cells, widths))).rstrip()
+
+    lines = [line(header), *(line(r) for r in body)]
     notes = [text for key, text in TABLE_LEGEND.items() if any(h.startswith(key) for h in header)]
     if legend and notes:
         lines += ["", *notes]

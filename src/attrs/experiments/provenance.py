@@ -86,6 +86,35 @@ def note_input_file(path: "str | Path", encoding: str | None) -> None:
     mlflow.set_tag("psyattrs.encoding", encodings[0].split("=", 1)[1] if len(encodings) == 1 else "; ".join(encodings))
 
 
+ALIGNMENT_FOLDER = "alignment"
+"""Where a run on a public-release file logs its reconstruction (`note_alignment`)."""
+
+
+def note_alignment(path: "str | Path", summary: Any, utterances: pd.DataFrame) -> None:
+    """Records, in the active run (if any), the reconstruction a public-release file's labels rest
+    on: the summary (`psyattrs.align.AlignSummary`) as parameters `align.*` and metrics `align_*`
+    and as `alignment/<file>.summary.json`, and each sentence's `align_confidence` as
+    `alignment/<file>.confidence.csv` (doc_id, sent_id, label_position, align_confidence). A second
+    public file in the same run (a separate test file) gets its parameters and metrics with the
+    suffix `_2` (then `_3`)."""
+    import mlflow
+
+    active = mlflow.active_run()
+    if active is None:
+        return
+    if getattr(_inputs, "aligned_run", None) != active.info.run_id:
+        _inputs.aligned_run, _inputs.aligned = active.info.run_id, []
+    _inputs.aligned.append(str(path))
+    n = len(_inputs.aligned)
+    suffix = "" if n == 1 else f"_{n}"
+    mlflow.log_params({k + suffix: v for k, v in summary.params().items()})
+    mlflow.log_metrics({k + suffix: v for k, v in summary.metrics().items()})
+    name = Path(path).name
+    mlflow.log_dict({"file": str(path), **summary.to_dict()}, f"{ALIGNMENT_FOLDER}/{name}.summary.json")
+    columns = [c for c in ("doc_id", "sent_id", "label_position", "align_confidence") if c in utterances]
+    mlflow.log_text(utterances[columns].to_csv(index=False, lineterminator="\n"), f"{ALIGNMENT_FOLDER}/{name}.confidence.csv")
+
+
 def _dataset_inputs(run) -> dict[str, Any]:
     """What a run logged about its data: `files` (from `data_files.json`, None when absent) and
     `digests` ({context: MLflow dataset digest})."""

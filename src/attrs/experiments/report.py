@@ -1,13 +1,14 @@
 """The run report: one self-contained HTML page per training run, logged as a run artifact.
 
 `build_report(run_id)` reads a run made by `psyattrs train` from the MLflow store and returns the
-page: the run's identity and status, the per-head metrics table (the model beside the majority
-floor and the human ceiling, with average precision of the rare class), a bar chart of it, the
-confusion matrices and reliability diagrams drawn from the run's test predictions, learning curves
-for every metric logged at more than one step (epochs), the fold runs of a cross-validation, and
-the resolved config. Plots are embedded PNGs (`data:` URIs); the page has no script and loads
-nothing from anywhere, so it opens offline, from the MLflow UI (artifact `report/report.html`)
-or from a file.
+page: the run's identity and status, the sentence counts (the ones training printed: non-pause
+sentences, `n_{split}_sentences`), the per-head metrics table of `psyattrs train` (the model beside
+the majority floor and one labeler scored against the others' majority, with the same legend and
+notes), a bar chart of it, the confusion matrices and reliability diagrams drawn from the run's
+test predictions, learning curves for every metric logged at more than one step (losses, learning
+rate and epoch in separate panels), the fold runs of a cross-validation, and the resolved config.
+Plots are embedded PNGs (`data:` URIs); the page has no script and loads nothing from anywhere, so
+it opens offline, from the MLflow UI (artifact `report/report.html`) or from a file.
 
 `log_run_report(run_id)` builds it and logs it into the run (and, with `out`, also writes it to a
 file). `psyattrs.experiments.train` calls it as its last step, once the run has ended, so every run
@@ -168,7 +169,7 @@ def render_report(content: RunContent) -> str:
         ("context.previous", cfg.context.previous), ("split", f"by {cfg.split.by}, "
          + (f"{cfg.split.folds}-fold cross-validation" if cfg.split.folds else "test split")),
         ("git commit", c.tags.get("mlflow.source.git.commit", "–")), ("psyattrs", c.tags.get("psyattrs.version", "–")),
-        ("sentences train / valid / test", " / ".join(
+        ("sentences train / valid / test (pauses not counted)", " / ".join(
             str(int(c.metrics[k])) if k in c.metrics else "–"
             for k in ("n_train_sentences", "n_valid_sentences", "n_test_sentences"))),
         ("fit seconds", _cell(c.metrics.get("fit_seconds", math.nan))),
@@ -177,15 +178,19 @@ def render_report(content: RunContent) -> str:
 
     summary = M.summary_table(c.metrics, schema)
     parts.append("<h2>Per-head metrics (test split)</h2>")
-    if summary.drop(columns="head").isna().all().all():
+    if summary.drop(columns=["head", "note"]).isna().all().all():
         parts.append('<p class="note">this run logged no test metrics.</p>')
     else:
-        parts.append('<p class="note">macro-F1 of the model beside the majority floor (class prior of the '
-                     "training split) and the human ceiling (each labeler against the others' majority); "
-                     "soft cross-entropy against the labelers' distribution; average precision of the rarer "
-                     "class on binary heads. – = does not apply or not computable.</p>")
+        if not summary["note"].str.len().any():
+            summary = summary.drop(columns="note")  # nothing to note, as in the printed table
+        parts.append('<p class="note">the table `psyattrs train` prints: soft cross-entropy against the '
+                     "labelers' distribution; average precision of the rarer class on binary heads. – = does "
+                     "not apply or not computable.</p>")
         parts.append(_table(summary))
-        parts.append(_img(plots.head_metrics_figure(summary), "macro-F1 per head with floor and ceiling"))
+        legend = [text for key, text in M.TABLE_LEGEND.items() if any(str(h).startswith(key) for h in summary.columns)]
+        parts.append("".join(f'<p class="note">{html.escape(text)}</p>' for text in legend))
+        parts.append(_img(plots.head_metrics_figure(summary),
+                          "macro-F1 per head with the floor and one labeler against the others' majority"))
     if c.predictions is not None and len(c.predictions):
         predicted, proba = _prediction_arrays(c.predictions, schema)
         n = int(M.evaluable(c.predictions).sum())

@@ -176,11 +176,15 @@ def _fit_score(split: Dataset, config: ExperimentConfig, steps: _Steps) -> _Scor
 
         model.metrics_callback = training_metrics_logger()
     valid = (split.valid, _targets(split.valid, config, schema)) if split.valid is not None else None
-    with steps.step(f"fit {config.model.kind} on {len(split.train)} sentences", spinner=False):
+    # one count for the progress lines, the logged n_{split}_sentences and the report: non-pause rows
+    keep = {name: int(M.evaluable(getattr(split, name)).sum()) if getattr(split, name) is not None else 0
+            for name in ("train", "valid", "test")}
+    with steps.step(f"fit {config.model.kind} on {keep['train']} sentences"
+                    + (f" ({keep['valid']} validation)" if split.valid is not None else ""), spinner=False):
         start = time.perf_counter()
         model.fit(split.train, _targets(split.train, config, schema), valid=valid, progress=not steps.quiet)
         fit_seconds = time.perf_counter() - start
-    with steps.step(f"score {len(split.test)} test sentences"):
+    with steps.step(f"score {keep['test']} test sentences"):
         start = time.perf_counter()
         proba = model.predict_proba(split.test)
         predicted = model.predict(split.test)
@@ -191,8 +195,6 @@ def _fit_score(split: Dataset, config: ExperimentConfig, steps: _Steps) -> _Scor
     if unlabelled:
         steps.warn(f"no test sentence has a final label (labeler_<head>) for {unlabelled}: the metrics against "
                    "final labels are NaN there (psyattrs labels resolve adds final labels)")
-    keep = {name: M.evaluable(getattr(split, name)).sum() if getattr(split, name) is not None else 0
-            for name in ("train", "valid", "test")}
     metrics.update({f"n_{name}_sentences": float(n) for name, n in keep.items()})
     metrics.update({"fit_seconds": fit_seconds, "predict_seconds": predict_seconds})
     return _Scored(model, proba, predicted, metrics, prior)

@@ -419,8 +419,9 @@ def _run_chunks(source, predictor, manifest: dict[str, Any], out: Path, rejects_
                        desc="annotate", enabled=progress, file=sys.stderr, dynamic_ncols=True)
     lines = progress and not on_terminal(sys.stderr)  # logs and CI: one line per chunk instead of a bar
     new = 0
+    chunks = iter(source.chunks(manifest["position"]))
     try:
-        for chunk in source.chunks(manifest["position"]):
+        for chunk in chunks:
             frame = predictor.predict_table(chunk.table)
             clear_tokenizer_cache()  # no conversation spans two chunks: cached tokens are never reused
             if "is_golden" in arrow.names:
@@ -446,8 +447,8 @@ def _run_chunks(source, predictor, manifest: dict[str, Any], out: Path, rejects_
                 print(f"annotate: chunk {index + 1} done{share}, {counts['written']:,} written, "
                       f"{counts['rejected']:,} rejected, {rate:,.0f} utt/s", file=sys.stderr, flush=True)
             new += 1
-            if max_chunks is not None and new >= max_chunks:
-                return
+            if max_chunks is not None and new >= max_chunks and next(chunks, None) is not None:
+                return  # stopped early; when that chunk was the last one, the run is complete
         manifest.update(finished=True, progress=source.total, updated=_now())
         _write_atomic(out / MANIFEST, json.dumps(manifest, ensure_ascii=False, indent=1))
         bar.update(source.total - bar.n)

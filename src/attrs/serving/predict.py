@@ -102,6 +102,14 @@ def _from_pyfunc(loaded: Any, source: str) -> tuple[Any, Schema]:
     return inner.model, inner.schema
 
 
+_NO_MLFLOW_WARNINGS = True
+"""Loading a model, MLflow's own warnings are silenced (`quiet_mlflow`), so MLflow is told not to
+compute them: its check of the model's pip requirements against the installed packages reads the
+file list of every installed distribution, the largest single cost of loading a model (measured:
+15 of 109 profiled seconds of `psyattrs predict --model runs:/ID/model --text ...` on a busy
+two-core machine; benchmarks/startup_benchmark.py)."""
+
+
 def _load_uri(uri: str, tracking_uri: str | None) -> tuple[Any, Schema]:
     import mlflow
     from mlflow.exceptions import MlflowException
@@ -110,7 +118,7 @@ def _load_uri(uri: str, tracking_uri: str | None) -> tuple[Any, Schema]:
 
     with tracking_store(tracking_uri) as store, quiet_mlflow():
         try:
-            loaded = mlflow.pyfunc.load_model(uri)
+            loaded = mlflow.pyfunc.load_model(uri, suppress_warnings=_NO_MLFLOW_WARNINGS)
         except (MlflowException, OSError) as exc:
             message = getattr(exc, "message", None) or str(exc)
             raise ValueError(f"cannot load model {uri!r} from the tracking store {store}: {message}") from None
@@ -130,7 +138,7 @@ def _load_folder(folder: Path) -> tuple[Any, Schema]:
         from psyattrs.experiments.store import quiet_mlflow
 
         with quiet_mlflow():
-            return _from_pyfunc(mlflow.pyfunc.load_model(str(folder)), str(folder))
+            return _from_pyfunc(mlflow.pyfunc.load_model(str(folder), suppress_warnings=_NO_MLFLOW_WARNINGS), str(folder))
     if (folder / "model.json").is_file():
         from psyattrs.models.base import load_model
 

@@ -352,6 +352,7 @@ def serve(
     timeout: float = 60,
     max_body_mb: float = DEFAULT_MAX_BODY_MB,
     announce: "Any | None" = None,
+    loading: "Any | None" = None,
 ) -> int:
     """Serves a model in the foreground until SIGINT, SIGTERM or SIGHUP; returns 128 + the signal.
 
@@ -366,6 +367,8 @@ def serve(
         timeout: seconds a request may wait for its turn (then 503).
         max_body_mb: the largest request body, in MiB (a larger one gets 413).
         announce: called with the /invocations URL once the server is about to answer.
+        loading: called with no argument once the port is bound, just before the model loads (which
+            takes seconds: imports, the store, the tokenizer), so that the caller can say so.
 
     Raises:
         ValueError: bad settings, a model URI that does not resolve, a port in use.
@@ -376,6 +379,8 @@ def serve(
     model = check_model_uri(model, tracking_uri=tracking_uri)
     sock = bind_port(port)
     try:
+        if loading is not None:
+            loading()
         if workers > 1:  # each worker loads its own copy; this process only proves that it loads
             from psyattrs.serving.predict import Predictor
 

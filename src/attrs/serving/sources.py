@@ -209,15 +209,29 @@ def _flag(values: pd.Series) -> tuple[pd.Series, pd.Series]:
 
 
 _N_FIELDS = "__psyattrs_n_fields"  # a batch's own column: each CSV row's number of fields
+_BYTE_END = "__psyattrs_byte_end"  # and the byte offset where the row ends (a chunk's true progress)
 
 
-def _field_counts(text: "io.TextIOBase") -> Iterator[int]:
-    """The number of fields of each data row of a CSV file opened as text (header skipped;
-    blank lines are not rows, as for pandas)."""
+def _field_counts(text: "io.TextIOBase", encoding: str) -> Iterator[tuple[int, int]]:
+    """(number of fields, byte offset of the row's end) of each data row of a CSV file opened as
+    text in `encoding` (header skipped; blank lines are not rows, as for pandas).
+
+    The offsets count the bytes of the lines the CSV reader has taken when it returns the row, so
+    they say how far into the file a chunk's last row is (pandas reads ahead: the file position
+    after a batch is not the batch's end).
+    """
     limit = csv.field_size_limit()
     csv.field_size_limit(1 << 30)
+    consumed = [len(codecs.BOM_UTF8) if encoding == "utf-8-sig" else 0]
+    codec = "utf-8" if encoding == "utf-8-sig" else encoding
+
+    def lines() -> Iterator[str]:
+        for line in text:
+            consumed[0] += len(line.encode(codec, errors="replace"))
+            yield line
+
     try:
-        records = (len(r) for r in csv.reader(text) if r)
+        records = ((len(r), consumed[0]) for r in csv.reader(lines()) if r)
         next(records, None)
         yield from records
     finally:
@@ -279,12 +293,13 @@ class TableSource:
         with self.path.open("rb") as fh, self.path.open(encoding=encoding, newline="") as text:
             reader = pd.read_csv(fh, encoding=encoding, dtype=str, keep_default_na=False, na_filter=False,
                                  usecols=wanted, chunksize=self.batch_rows)
-            counts = _field_counts(text)
+            counts = _field_counts(text, encoding)
             try:
                 for frame in reader:
-                    # each row's own field count, read beside pandas (which pads short rows)
-                    frame[_N_FIELDS] = np.fromiter(itertools.islice(counts, len(frame)), dtype=np.int64,
-                                                   count=len(frame))
+                    # each row's own field count and end, read beside pandas (which pads short rows)
+                    pairs = np.fromiter(itertools.chain.from_iterable(itertools.islice(counts, len(frame))),
+                                        dtype=np.int64, count=2 * len(frame)).reshape(-1, 2)
+                    frame[_N_FIELDS], frame[_BYTE_END] = pairs[:, 0], pairs[:, 1]
                     yield frame, fh.tell()
             except (pd.errors.ParserError, UnicodeDecodeError, ValueError, csv.Error) as exc:
                 raise InputFileError(self.path, f"not readable as CSV: {exc}") from None
@@ -334,6 +349,8 @@ class TableSource:
 
     def _emit(self, rows: pd.DataFrame, consumed: int, progress: int) -> Chunk:
         rows = rows.copy()
+        if _BYTE_END in rows:  # CSV: the bytes up to this chunk's last row, not where pandas has read to
+            progress = int(rows.pop(_BYTE_END).iloc[-1]) if len(rows) else progress
         numbers = rows.index.to_numpy() + 1  # 1-based data rows
         reasons = np.full(len(rows), None, dtype=object)
         fields = np.full(len(rows), None, dtype=object)

