@@ -56,7 +56,7 @@ import pandas as pd
 
 from psyattrs.data.annotations import annotator_slot_numbers, slot_annotators
 from psyattrs.data.table import labeler_ids
-from psyattrs.models.base import MultiHeadModel, class_weight_vector
+from psyattrs.models.base import MultiHeadModel, class_weight_vector, damaged_file, read_saved_file
 
 HEAD_FILE = "heads.safetensors"
 ENCODER_DIR = "encoder"
@@ -522,10 +522,13 @@ class TransformerModel(MultiHeadModel):
         head_file = folder / state.get("heads", HEAD_FILE)
         if not head_file.is_file():
             raise FileNotFoundError(2, "missing", str(head_file))
-        self._tokenizer, encoder = load_encoder(encoder_dir)
+        try:
+            self._tokenizer, encoder = load_encoder(encoder_dir)
+        except ValueError as exc:  # a damaged file of the encoder folder
+            raise damaged_file(encoder_dir, exc) from None
         self._network = MultiHeadNetwork(encoder, self._head_specs(), n_labelers=self._n_labelers(),
                                          dropout=self.params["dropout"])
-        self._network.heads.load_state_dict(load_file(str(head_file)))
+        self._network.heads.load_state_dict(read_saved_file(head_file, lambda p: load_file(str(p))))
         self._network.eval()
 
 
