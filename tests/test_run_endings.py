@@ -48,7 +48,8 @@ def _start_training(tmp_path: Path) -> tuple[subprocess.Popen, str]:
     return proc, uri
 
 
-def _wait_for_running_run(proc: subprocess.Popen, uri: str, timeout: float = 120.0) -> str:
+def _wait_for_running_run(proc: subprocess.Popen, uri: str, timeout: float = 120.0, *, param: str | None = None) -> str:
+    """The id of the run `proc` started, once it is RUNNING with its pid (and `param`, when given, logged)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -56,7 +57,8 @@ def _wait_for_running_run(proc: subprocess.Popen, uri: str, timeout: float = 120
         experiment = _client(uri).get_experiment_by_name("signals")
         if experiment is not None:
             runs = _client(uri).search_runs([experiment.experiment_id])
-            if runs and runs[0].info.status == "RUNNING" and "psyattrs.pid" in runs[0].data.tags:
+            if (runs and runs[0].info.status == "RUNNING" and "psyattrs.pid" in runs[0].data.tags
+                    and (param is None or param in runs[0].data.params)):
                 return runs[0].info.run_id
         time.sleep(0.2)
     proc.kill()
@@ -66,8 +68,10 @@ def _wait_for_running_run(proc: subprocess.Popen, uri: str, timeout: float = 120
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_a_stop_signal_ends_the_run_killed_with_a_note(tmp_path, sig):
     proc, uri = _start_training(tmp_path)
-    run_id = _wait_for_running_run(proc, uri)
-    time.sleep(0.5)  # inside a step
+    # the run logs features.language just before its first step begins: waiting for it (not for a
+    # fixed time after the run appears) keeps a loaded machine from signalling before the step
+    run_id = _wait_for_running_run(proc, uri, param="features.language")
+    time.sleep(0.5)  # inside the step: building 4000 synthetic dialogues takes seconds
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + sig, (out, err)
