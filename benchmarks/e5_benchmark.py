@@ -131,9 +131,12 @@ def run_model(name: str, train: pd.DataFrame, test: pd.DataFrame, *, epochs: int
         proba = {}
         for head in OPELA:
             y = spoken[f"labeler_{head.name}"].to_numpy(dtype=int)
-            clf = LogisticRegression(C=1.0, max_iter=2000, class_weight="balanced").fit(x_train, y)
             p = np.zeros((len(rows), head.n_classes))
-            p[:, np.searchsorted(head.values, clf.classes_)] = clf.predict_proba(x_test)
+            if len(np.unique(y)) < 2:  # one class in training: it is the prediction
+                p[:, np.searchsorted(head.values, y[0])] = 1.0
+            else:
+                clf = LogisticRegression(C=1.0, max_iter=2000, class_weight="balanced").fit(x_train, y)
+                p[:, np.searchsorted(head.values, clf.classes_)] = clf.predict_proba(x_test)
             proba[head.name] = p
         return proba, time.perf_counter() - started
     if name == "majority":
