@@ -54,6 +54,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from _docs import add_docs_option, changed, docs_page, wants_docs  # benchmarks/_docs.py
 
 REAL_ROWS = Path(__file__).resolve().parents[2] / "shared" / "data" / "opela_public_rows.csv"
 MODEL = dict(max_features=20_000, C=1.0, max_iter=300)
@@ -358,7 +359,8 @@ def gold_part(gold_dir: Path, iterations: int, configs: list[str], subset: int |
     out.loc["all", "readers agree"] = float(np.average(agree.reindex(lines.index[:-1]), weights=None)) if len(agree) else np.nan
     for name in configs:
         out[name] = table[name]
-    print("\nshare of agreed user lines placed as both readers place them (readers agree: share of all user lines):")
+    print("\nshare of agreed user lines placed as both readers place them (readers agree: share of all user lines);")
+    print("in-sample: the aligner's defaults were chosen on these same hand-read conversations")
     print(out.to_string(float_format=lambda x: f"{x:.3f}"))
     print("\nper configuration:")
     print(pd.DataFrame(extra).to_string(float_format=lambda x: f"{x:.3f}"))
@@ -391,6 +393,9 @@ def _subset(corpus, keep: set[str]):
     return replace(corpus, conversations=conv, utterances=utt, label_sequences=seq, source=None)
 
 
+DOCS_INTRO = 'The order reconstruction of the public release (`psyattrs data align`): on synthetic public-format corpora, where the true order is known, and on the real rows (against hand-made orders with `--gold`). Gold-order figures of settings chosen on the six hand-read conversations are in-sample.'
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dialogues", type=int, default=135, help="synthetic conversations (default 135, as the real rows)")
@@ -408,22 +413,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"gold part configurations (default {','.join(CONFIGS)})")
     parser.add_argument("--subset", type=int, default=None, metavar="N", help="gold part: align the gold conversations and N others only")
     parser.add_argument("--no-cv", action="store_true", help="gold part: skip the downstream cross-validation")
+    add_docs_option(parser)
     args = parser.parse_args(argv)
-    configs = [c for c in args.configs.split(",") if c]
-    bad = [c for c in configs if c not in CONFIGS]
-    if bad:
-        parser.error(f"unknown configuration(s) {bad}; known: {list(CONFIGS)}")
-    summaries = [] if args.skip_synthetic else [
-        synthetic_part(args.dialogues, seed, args.iterations, args.reference, args.synth_shape)
-        for seed in range(1, args.seeds + 1)]
-    if len(summaries) > 1:
-        print("\n== synthetic, over seeds ==")
-        print(pd.DataFrame(summaries).describe().loc[["mean", "min", "max"]].round(3).to_string())
-    if not args.skip_real:
-        real_part(args.iterations)
-    if args.gold is not None:
-        gold_part(args.gold, args.iterations, configs, args.subset, not args.no_cv)
-    return 0
+    write = wants_docs(args, partial=changed(parser, args, "dialogues", "seeds", "iterations", "reference", "synth_shape", "skip_real", "skip_synthetic", "configs", "subset", "no_cv"))
+    with docs_page("align", "Alignment benchmark", write=write, intro=DOCS_INTRO):
+        configs = [c for c in args.configs.split(",") if c]
+        bad = [c for c in configs if c not in CONFIGS]
+        if bad:
+            parser.error(f"unknown configuration(s) {bad}; known: {list(CONFIGS)}")
+        summaries = [] if args.skip_synthetic else [
+            synthetic_part(args.dialogues, seed, args.iterations, args.reference, args.synth_shape)
+            for seed in range(1, args.seeds + 1)]
+        if len(summaries) > 1:
+            print("\n== synthetic, over seeds ==")
+            print(pd.DataFrame(summaries).describe().loc[["mean", "min", "max"]].round(3).to_string())
+        if not args.skip_real:
+            real_part(args.iterations)
+        if args.gold is not None:
+            gold_part(args.gold, args.iterations, configs, args.subset, not args.no_cv)
+        return 0
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from _docs import add_docs_option, changed, docs_page, wants_docs  # benchmarks/_docs.py
 
 WORDS = ("今天 好 冷 啊 吃饭 了 么 是 的 周末 去 哪里 玩 那么 晚 加班 刚 到 家 呀 没 人性 可以 来 组织 上海 陪 打 经理 "
          "派车 接 小 泉州 哈哈 真的 假的 喜欢 音乐 电影 明天 见 晚安 早 上班 下班 累 死 我 你 他 她 我们").split()
@@ -132,6 +133,9 @@ def compare_overhead(corpus: Path, model_spec: str, rows: int, repeats: int) -> 
     return out
 
 
+DOCS_INTRO = '`psyattrs annotate` on PersonalDialog-style utterances, and what `predict()` adds over the model alone.'
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--utterances", type=int, default=1_000_000)
@@ -142,47 +146,50 @@ def main() -> None:
     parser.add_argument("--compare-rows", type=int, default=20_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workdir", type=Path, default=None, help="keep the files here (default: a temporary folder)")
+    add_docs_option(parser)
     args = parser.parse_args()
+    write = wants_docs(args, partial=changed(parser, args, "utterances", "kind", "train_dialogues", "model"))
+    with docs_page("annotate", "Annotation benchmark", write=write, intro=DOCS_INTRO):
 
-    with tempfile.TemporaryDirectory() as tmp:
-        work = args.workdir or Path(tmp)
-        work.mkdir(parents=True, exist_ok=True)
-        start = time.perf_counter()
-        if args.model:
-            model, described = args.model, args.model
-        else:
-            model = str(work / "model")
-            described = train_model(args.kind, args.train_dialogues, Path(model))
-        train_seconds = time.perf_counter() - start
-        big, small = work / "corpus.jsonl", work / "corpus_tenth.jsonl"
-        dialogues, utterances = write_corpus(big, args.utterances)
-        write_corpus(small, max(args.utterances // 10, 1))
-        runs = [(f"{p.name}", run_annotate(p, model, work / f"{p.stem}.parquet", args.chunk_size)) for p in (small, big)]
-        compare = compare_overhead(big, model, args.compare_rows, args.repeats)
+        with tempfile.TemporaryDirectory() as tmp:
+            work = args.workdir or Path(tmp)
+            work.mkdir(parents=True, exist_ok=True)
+            start = time.perf_counter()
+            if args.model:
+                model, described = args.model, args.model
+            else:
+                model = str(work / "model")
+                described = train_model(args.kind, args.train_dialogues, Path(model))
+            train_seconds = time.perf_counter() - start
+            big, small = work / "corpus.jsonl", work / "corpus_tenth.jsonl"
+            dialogues, utterances = write_corpus(big, args.utterances)
+            write_corpus(small, max(args.utterances // 10, 1))
+            runs = [(f"{p.name}", run_annotate(p, model, work / f"{p.stem}.parquet", args.chunk_size)) for p in (small, big)]
+            compare = compare_overhead(big, model, args.compare_rows, args.repeats)
 
-    cpus = os.cpu_count()
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"annotate benchmark - {platform.python_version()}, {cpus} CPU(s), load average {load:.1f}")
-    print(f"model: {described} (ready in {train_seconds:.0f}s); Korean OPELA model on Chinese text: speed only")
-    print(f"corpus: {dialogues:,} dialogues, {utterances:,} utterances; chunk size {args.chunk_size:,}")
-    print()
-    print(f"{'annotate run':<22}{'utterances':>11}{'chunks':>7}{'process s':>10}{'annotate s':>11}{'utt/s':>9}"
-          f"{'peak MB':>9}  reconciled")
-    for name, r in runs:
-        c = r["counts"]
-        ok = "yes" if c["read"] == c["written"] + c["rejected"] else "NO"
-        print(f"{name:<22}{c['written']:>11,}{r['chunks']:>7}{r['seconds']:>10.1f}{r['inner']:>11.1f}"
-              f"{c['written'] / r['inner']:>9,.0f}{r['peak_mb']:>9,.0f}  {ok} (read {c['read']:,} = "
-              f"written {c['written']:,} + rejected {c['rejected']:,})")
-    print()
-    base = compare[0][1]
-    print(f"{'same ' + format(compare[0][2], ',') + ' rows, best of ' + str(args.repeats):<34}{'seconds':>9}{'utt/s':>10}{'vs raw':>8}")
-    for name, seconds, n in compare:
-        print(f"{name:<34}{seconds:>9.2f}{n / seconds:>10,.0f}{seconds / base:>7.2f}x")
-    print()
-    print("process s: the whole `psyattrs annotate` process (start, imports, model loading); annotate s: the")
-    print("annotate() call (model loading, reading, predicting, writing); utt/s = utterances / annotate s;")
-    print("peak MB: the child process's maximum resident memory.")
+        cpus = os.cpu_count()
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        print(f"annotate benchmark - {platform.python_version()}, {cpus} CPU(s), load average {load:.1f}")
+        print(f"model: {described} (ready in {train_seconds:.0f}s); Korean OPELA model on Chinese text: speed only")
+        print(f"corpus: {dialogues:,} dialogues, {utterances:,} utterances; chunk size {args.chunk_size:,}")
+        print()
+        print(f"{'annotate run':<22}{'utterances':>11}{'chunks':>7}{'process s':>10}{'annotate s':>11}{'utt/s':>9}"
+              f"{'peak MB':>9}  reconciled")
+        for name, r in runs:
+            c = r["counts"]
+            ok = "yes" if c["read"] == c["written"] + c["rejected"] else "NO"
+            print(f"{name:<22}{c['written']:>11,}{r['chunks']:>7}{r['seconds']:>10.1f}{r['inner']:>11.1f}"
+                  f"{c['written'] / r['inner']:>9,.0f}{r['peak_mb']:>9,.0f}  {ok} (read {c['read']:,} = "
+                  f"written {c['written']:,} + rejected {c['rejected']:,})")
+        print()
+        base = compare[0][1]
+        print(f"{'same ' + format(compare[0][2], ',') + ' rows, best of ' + str(args.repeats):<34}{'seconds':>9}{'utt/s':>10}{'vs raw':>8}")
+        for name, seconds, n in compare:
+            print(f"{name:<34}{seconds:>9.2f}{n / seconds:>10,.0f}{seconds / base:>7.2f}x")
+        print()
+        print("process s: the whole `psyattrs annotate` process (start, imports, model loading); annotate s: the")
+        print("annotate() call (model loading, reading, predicting, writing); utt/s = utterances / annotate s;")
+        print("peak MB: the child process's maximum resident memory.")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from _memory import peak_kb  # benchmarks/_memory.py (the script's folder is on sys.path)
+from _docs import add_docs_option, changed, docs_page, wants_docs  # benchmarks/_docs.py
 
 STEPS = {
     "read_csv": "pandas.read_csv of the file (reference)",
@@ -111,67 +112,73 @@ def _run(step: str, path: Path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+DOCS_INTRO = 'Reading, validating and resolving the labels of a synthetic annotated corpus, each step in a fresh process, against `pandas.read_csv` of the same file.'
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sentences", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--child", nargs=2, metavar=("STEP", "PATH"), help=argparse.SUPPRESS)
     parser.add_argument("--make", nargs=2, metavar=("SENTENCES", "PATH"), help=argparse.SUPPRESS)
+    add_docs_option(parser)
     args = parser.parse_args()
-    if args.child:
-        print(json.dumps(_child(*args.child)))
-        return
-    if args.make:
-        print(json.dumps(_make(int(args.make[0]), Path(args.make[1]))))
-        return
+    write = wants_docs(args, partial=changed(parser, args, "sentences") or bool(args.child or args.make))
+    with docs_page("data", "Data benchmark", write=write, intro=DOCS_INTRO):
+        if args.child:
+            print(json.dumps(_child(*args.child)))
+            return
+        if args.make:
+            print(json.dumps(_make(int(args.make[0]), Path(args.make[1]))))
+            return
 
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "corpus.csv"
-        # the corpus is made in a child too: Linux carries a parent's peak memory over into the
-        # children it starts, so the parent stays small
-        made = json.loads(subprocess.run(
-            [sys.executable, __file__, "--make", str(args.sentences), str(path)],
-            capture_output=True, text=True, check=True,
-        ).stdout.strip().splitlines()[-1])
-        size_mb = path.stat().st_size / 2**20
-        print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-              f"Python {platform.python_version()}")
-        print(f"corpus: {made['sentences']:,} sentences in {made['dialogues']} synthetic dialogues, "
-              f"{size_mb:.1f} MB CSV (synthesized and written in {made['seconds']:.1f} s)")
-        print(f"each step in a fresh process, median of {args.repeats} (the steps taken in turn, round after "
-              "round, so a change in the machine's load reaches every step alike)\n")
-        by_step: dict[str, list[dict]] = {step: [] for step in STEPS}
-        for _ in range(args.repeats):
-            for step in STEPS:
-                by_step[step].append(_run(step, _gaps_path(path) if step.startswith(GAPS) else path))
-        results = {}
-        for step, runs in by_step.items():
-            results[step] = {
-                **{part: statistics.median(r[part] for r in runs) for part in ("read", "validate", "resolve")},
-                "seconds": statistics.median(r["seconds"] for r in runs),
-                "cpu": statistics.median(r["cpu"] for r in runs),
-                "peak_mb": max(r["peak_mb"] for r in runs),
-                "imports_mb": statistics.median(r["imports_mb"] for r in runs),
-                "rows": runs[0]["rows"],
-            }
-        ref = results["read_csv"]["seconds"]
-        ref_cpu = results["read_csv"]["cpu"]
-        header = (f"{'step':<24} {'rows':>8} {'median s':>9} {'x read_csv':>10} {'cpu s':>6} {'x (cpu)':>7} "
-                  f"{'read s':>7} {'valid. s':>8} "
-                  f"{'resolve s':>9} {'peak MB':>8} {'after imports MB':>17}")
-        print(header)
-        print("-" * len(header))
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "corpus.csv"
+            # the corpus is made in a child too: Linux carries a parent's peak memory over into the
+            # children it starts, so the parent stays small
+            made = json.loads(subprocess.run(
+                [sys.executable, __file__, "--make", str(args.sentences), str(path)],
+                capture_output=True, text=True, check=True,
+            ).stdout.strip().splitlines()[-1])
+            size_mb = path.stat().st_size / 2**20
+            print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+                  f"Python {platform.python_version()}")
+            print(f"corpus: {made['sentences']:,} sentences in {made['dialogues']} synthetic dialogues, "
+                  f"{size_mb:.1f} MB CSV (synthesized and written in {made['seconds']:.1f} s)")
+            print(f"each step in a fresh process, median of {args.repeats} (the steps taken in turn, round after "
+                  "round, so a change in the machine's load reaches every step alike)\n")
+            by_step: dict[str, list[dict]] = {step: [] for step in STEPS}
+            for _ in range(args.repeats):
+                for step in STEPS:
+                    by_step[step].append(_run(step, _gaps_path(path) if step.startswith(GAPS) else path))
+            results = {}
+            for step, runs in by_step.items():
+                results[step] = {
+                    **{part: statistics.median(r[part] for r in runs) for part in ("read", "validate", "resolve")},
+                    "seconds": statistics.median(r["seconds"] for r in runs),
+                    "cpu": statistics.median(r["cpu"] for r in runs),
+                    "peak_mb": max(r["peak_mb"] for r in runs),
+                    "imports_mb": statistics.median(r["imports_mb"] for r in runs),
+                    "rows": runs[0]["rows"],
+                }
+            ref = results["read_csv"]["seconds"]
+            ref_cpu = results["read_csv"]["cpu"]
+            header = (f"{'step':<24} {'rows':>8} {'median s':>9} {'x read_csv':>10} {'cpu s':>6} {'x (cpu)':>7} "
+                      f"{'read s':>7} {'valid. s':>8} "
+                      f"{'resolve s':>9} {'peak MB':>8} {'after imports MB':>17}")
+            print(header)
+            print("-" * len(header))
 
-        def cell(value: float, width: int) -> str:
-            return f"{'-':>{width}}" if value != value else f"{value:>{width}.2f}"
+            def cell(value: float, width: int) -> str:
+                return f"{'-':>{width}}" if value != value else f"{value:>{width}.2f}"
 
-        for step, r in results.items():
-            print(f"{step:<24} {r['rows']:>8,} {r['seconds']:>9.2f} {r['seconds'] / ref:>10.2f} {r['cpu']:>6.2f} "
-                  f"{r['cpu'] / ref_cpu:>7.2f} {cell(r['read'], 7)} "
-                  f"{cell(r['validate'], 8)} {cell(r['resolve'], 9)} {r['peak_mb']:>8.0f} {r['imports_mb']:>17.0f}")
-        print()
-        for step, text in STEPS.items():
-            print(f"  {step}: {text}")
+            for step, r in results.items():
+                print(f"{step:<24} {r['rows']:>8,} {r['seconds']:>9.2f} {r['seconds'] / ref:>10.2f} {r['cpu']:>6.2f} "
+                      f"{r['cpu'] / ref_cpu:>7.2f} {cell(r['read'], 7)} "
+                      f"{cell(r['validate'], 8)} {cell(r['resolve'], 9)} {r['peak_mb']:>8.0f} {r['imports_mb']:>17.0f}")
+            print()
+            for step, text in STEPS.items():
+                print(f"  {step}: {text}")
 
 
 if __name__ == "__main__":

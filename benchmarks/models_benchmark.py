@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from _memory import peak_kb  # benchmarks/_memory.py (the script's folder is on sys.path)
+from _docs import add_docs_option, changed, docs_page, wants_docs  # benchmarks/_docs.py
 
 # name -> (kind, context.previous, targets.lambda, extra settings)
 MODELS: dict[str, tuple[str, int, float, dict]] = {
@@ -201,30 +202,36 @@ def _make(sentences: int, path: Path) -> None:
     table.iloc[:sentences].to_parquet(path)
 
 
+DOCS_INTRO = 'The shipped model kinds against the majority floor, with and without context and soft targets, and their speed.'
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", nargs="+", default=["A", "B", "C"], choices=["A", "B", "C"])
     parser.add_argument("--dialogues", type=int, default=200)
     parser.add_argument("--speed-sentences", type=int, default=100_000)
-    parser.add_argument("--generic", help="a generic-format multi-annotator corpus (FORMATS §5)")
+    parser.add_argument("--generic", help="a generic-format multi-annotator corpus (docs/formats.md)")
     parser.add_argument("--schema", help="its schema YAML")
     parser.add_argument("--speed-child", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--make", nargs=2, help=argparse.SUPPRESS)
+    add_docs_option(parser)
     args = parser.parse_args()
-    if args.speed_child:
-        print(json.dumps(_speed_child(*args.speed_child)))
-        return
-    if args.make:
-        _make(int(args.make[0]), Path(args.make[1]))
-        return
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}\n")
-    if "A" in args.part:
-        part_a(args.dialogues)
-    if "B" in args.part:
-        part_b(args.generic, args.schema)
-    if "C" in args.part:
-        part_c(args.speed_sentences)
+    write = wants_docs(args, partial=changed(parser, args, "part", "dialogues", "speed_sentences") or bool(args.generic or args.speed_child or args.make))
+    with docs_page("models", "Models benchmark", write=write, intro=DOCS_INTRO):
+        if args.speed_child:
+            print(json.dumps(_speed_child(*args.speed_child)))
+            return
+        if args.make:
+            _make(int(args.make[0]), Path(args.make[1]))
+            return
+        print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+              f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}\n")
+        if "A" in args.part:
+            part_a(args.dialogues)
+        if "B" in args.part:
+            part_b(args.generic, args.schema)
+        if "C" in args.part:
+            part_c(args.speed_sentences)
 
 
 if __name__ == "__main__":

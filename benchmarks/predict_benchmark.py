@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from _docs import add_docs_option, changed, docs_page, wants_docs  # benchmarks/_docs.py
 
 
 def _reference(train: pd.DataFrame, params: dict):
@@ -138,60 +139,66 @@ def _breakdown(model, texts: list[str]) -> list[tuple[str, float]]:
     return out
 
 
+DOCS_INTRO = '`predict()` and `annotate` with the TF-IDF model against a plain scikit-learn character TF-IDF + logistic regression on the same sentences.'
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sentences", type=int, default=30_000)
     parser.add_argument("--train-dialogues", type=int, default=150)
     parser.add_argument("--repeats", type=int, default=3)
+    add_docs_option(parser)
     args = parser.parse_args()
+    write = wants_docs(args, partial=changed(parser, args, "sentences", "train_dialogues"))
+    with docs_page("predict", "Prediction benchmark", write=write, intro=DOCS_INTRO):
 
-    from psyattrs.serving.annotate import annotate
-    from psyattrs.serving.predict import Predictor
+        from psyattrs.serving.annotate import annotate
+        from psyattrs.serving.predict import Predictor
 
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, "
-          f"Python {platform.python_version()}")
-    start = time.perf_counter()
-    model, (vectorizer, heads), n_train = _fit(args.train_dialogues)
-    char_only = Predictor(_fit(args.train_dialogues, words="none")[0])
-    whole = Predictor(_fit(args.train_dialogues, analysis="sentence")[0])
-    texts = _sentences(args.sentences)
-    print(f"fitted on {n_train:,} synthetic sentences in {time.perf_counter() - start:.1f} s; "
-          f"predicting {len(texts):,} other synthetic sentences ({len(set(texts)):,} distinct); "
-          f"median of {args.repeats}, each from an empty tokenisation cache\n")
+        print(f"machine: {platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, "
+              f"Python {platform.python_version()}")
+        start = time.perf_counter()
+        model, (vectorizer, heads), n_train = _fit(args.train_dialogues)
+        char_only = Predictor(_fit(args.train_dialogues, words="none")[0])
+        whole = Predictor(_fit(args.train_dialogues, analysis="sentence")[0])
+        texts = _sentences(args.sentences)
+        print(f"fitted on {n_train:,} synthetic sentences in {time.perf_counter() - start:.1f} s; "
+              f"predicting {len(texts):,} other synthetic sentences ({len(set(texts)):,} distinct); "
+              f"median of {args.repeats}, each from an empty tokenisation cache\n")
 
-    predictor = Predictor(model)
-    predictor.predict(texts[:200])  # load kiwipiepy before timing
-    whole.predict(texts[:200])
+        predictor = Predictor(model)
+        predictor.predict(texts[:200])  # load kiwipiepy before timing
+        whole.predict(texts[:200])
 
-    def reference():
-        X = vectorizer.transform(texts)
-        for clf in heads:
-            clf.predict_proba(X)
+        def reference():
+            X = vectorizer.transform(texts)
+            for clf in heads:
+                clf.predict_proba(X)
 
-    table = pd.DataFrame({"doc_id": [f"s{i}" for i in range(1, len(texts) + 1)], "text": texts})
-    with tempfile.TemporaryDirectory() as tmp:
-        source = Path(tmp) / "sentences.parquet"
-        table.to_parquet(source)
-        model_dir = Path(tmp) / "model"
-        model.save(model_dir)
-        runs = {
-            "reference: char TF-IDF + LR (scikit-learn)": _median(reference, args.repeats),
-            "psyattrs.predict(texts) via Predictor": _median(lambda: predictor.predict(texts), args.repeats),
-            "model.predict_proba(table)": _median(lambda: model.predict_proba(table), args.repeats),
-            "annotate(sentences.parquet)": _median(
-                lambda: annotate(source, predictor, Path(tmp) / "out", restart=True, progress=False), args.repeats),
-            "psyattrs.predict, words=none (char only)": _median(lambda: char_only.predict(texts), args.repeats),
-            "psyattrs.predict, analysis=sentence": _median(lambda: whole.predict(texts), args.repeats),
-        }
-    ref = runs["reference: char TF-IDF + LR (scikit-learn)"]
-    header = f"{'what':<44}{'median s':>9}{'sentences/s':>13}{'x reference':>13}"
-    print(header)
-    print("-" * len(header))
-    for name, seconds in runs.items():
-        print(f"{name:<44}{seconds:>9.2f}{len(texts) / seconds:>13,.0f}{seconds / ref:>13.2f}")
-    print("\nwhere predict's time goes (one pass, empty cache):")
-    for name, seconds in _breakdown(model, texts):
-        print(f"  {name:<34}{seconds:>7.2f} s")
+        table = pd.DataFrame({"doc_id": [f"s{i}" for i in range(1, len(texts) + 1)], "text": texts})
+        with tempfile.TemporaryDirectory() as tmp:
+            source = Path(tmp) / "sentences.parquet"
+            table.to_parquet(source)
+            model_dir = Path(tmp) / "model"
+            model.save(model_dir)
+            runs = {
+                "reference: char TF-IDF + LR (scikit-learn)": _median(reference, args.repeats),
+                "psyattrs.predict(texts) via Predictor": _median(lambda: predictor.predict(texts), args.repeats),
+                "model.predict_proba(table)": _median(lambda: model.predict_proba(table), args.repeats),
+                "annotate(sentences.parquet)": _median(
+                    lambda: annotate(source, predictor, Path(tmp) / "out", restart=True, progress=False), args.repeats),
+                "psyattrs.predict, words=none (char only)": _median(lambda: char_only.predict(texts), args.repeats),
+                "psyattrs.predict, analysis=sentence": _median(lambda: whole.predict(texts), args.repeats),
+            }
+        ref = runs["reference: char TF-IDF + LR (scikit-learn)"]
+        header = f"{'what':<44}{'median s':>9}{'sentences/s':>13}{'x reference':>13}"
+        print(header)
+        print("-" * len(header))
+        for name, seconds in runs.items():
+            print(f"{name:<44}{seconds:>9.2f}{len(texts) / seconds:>13,.0f}{seconds / ref:>13.2f}")
+        print("\nwhere predict's time goes (one pass, empty cache):")
+        for name, seconds in _breakdown(model, texts):
+            print(f"  {name:<34}{seconds:>7.2f} s")
 
 
 if __name__ == "__main__":

@@ -14,9 +14,13 @@ thresholds are the ones fitted on the float model. Printed (every figure measure
 - prediction throughput (sentences/s, `predict_proba`, six heads, context included) of the float
   and the int8 model on the test split and on every sentence of the corpus, best of `--repeat`;
 - how much int8 probabilities depend on batching: dynamic quantisation scales each batch by its
-  own range, so the same sentences predicted with `predict_batch_size` 64 and 8 differ slightly.
+  own range, so the same sentences predicted with the model's `predict_batch_size` (256 rows by
+  default; the printed line names the value) and with 8 differ slightly.
 
     OMP_WAIT_POLICY=PASSIVE .venv/bin/python benchmarks/quantize_benchmark.py [--repeat 3] [--set KEY=VALUE ...]
+        [--write-docs | --no-write-docs]
+
+A run without `--set` overrides writes its output to docs/benchmarks/quantize.md (`benchmarks/_docs.py`).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _docs import add_docs_option, changed, docs_page, wants_docs  # benchmarks/_docs.py
 
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
@@ -54,8 +60,17 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="timed repetitions of each prediction (best kept)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="further config overrides for both runs (e.g. data.synthetic.dialogues=20)")
+    add_docs_option(parser)
     args = parser.parse_args()
+    intro = ("What `predict.quantize` (dynamic int8 linear layers on CPU) costs and gains on `experiments/transformer_tiny.yaml` "
+             "trained once through the runner: scores on the run's test split, float against int8, probability changes, "
+             "batch dependence and throughput.")
+    with docs_page("quantize", "Quantisation benchmark", write=wants_docs(args, partial=changed(parser, args, "overrides")), intro=intro):
+        run(args)
 
+
+def run(args: argparse.Namespace) -> None:
+    """Trains, scores and times; prints the tables."""
     import torch
 
     from psyattrs.experiments.config import load_config
@@ -112,7 +127,7 @@ def main() -> None:
     p_small = small.predict_proba(corpus)
     drift = max(float(np.abs(p_int8[h] - p_small[h]).max()) for h in p_int8)
     flips = np.mean([float((p_int8[h].argmax(1) != p_small[h].argmax(1)).mean()) for h in p_int8])
-    print(f"int8 batch dependence: predict_batch_size 64 against 8, largest probability change {drift:.4f}, "
+    print(f"int8 batch dependence: predict_batch_size {int8_model.params['predict_batch_size']} against 8, largest probability change {drift:.4f}, "
           f"predicted class changed on {flips:.2%} of sentences")
 
     print(f"\nprediction throughput (predict_proba, six heads, context {config.context.previous}; best of {args.repeat}):")

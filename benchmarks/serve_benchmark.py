@@ -41,6 +41,7 @@ import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from _docs import add_docs_option, changed, docs_page, wants_docs  # benchmarks/_docs.py
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 REPO = Path(__file__).resolve().parents[1]
@@ -248,6 +249,9 @@ def run_server(label: str, command: list[str], env: dict, port: int, requests: l
             process.wait(15)
 
 
+DOCS_INTRO = '`psyattrs serve` under mixed concurrent requests: resident memory idle, at peak and after the load (with `--reference`, against `mlflow models serve`).'
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=500)
@@ -259,59 +263,62 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=8, help="concurrent client threads")
     parser.add_argument("--time-limit", type=float, default=600, help="seconds of load per server")
     parser.add_argument("--reference", action="store_true", help="also measure `mlflow models serve`")
+    add_docs_option(parser)
     args = parser.parse_args()
-    if not 1 <= args.requests <= 5000:
-        parser.error("--requests must be in 1..5000")
+    write = wants_docs(args, partial=changed(parser, args, "requests", "kind", "dialogues", "model", "large_mb", "clients"))
+    with docs_page("serve", "Serving benchmark", write=write, intro=DOCS_INTRO):
+        if not 1 <= args.requests <= 5000:
+            parser.error("--requests must be in 1..5000")
 
-    from psyattrs.serving.serve import server_environment
+        from psyattrs.serving.serve import server_environment
 
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        if args.model:
-            model, uri = args.model, args.tracking_uri
-        else:
-            print(f"training the {args.kind} model on {args.dialogues} synthetic dialogues ...", flush=True)
-            model, uri = train_model(args.kind, args.dialogues, root)
-        requests = build_requests(args.requests, args.large_mb, sentence_pool())
-        env = server_environment(uri)
-        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-        runs = []
-        port = free_port()
-        runs.append(run_server("psyattrs serve", [sys.executable, "-m", "psyattrs", "serve", "--model", model,
-                                                  "--port", str(port)], env, port, requests, "body",
-                               clients=args.clients, time_limit=args.time_limit, log=root / "psyattrs.log"))
-        if args.reference:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            if args.model:
+                model, uri = args.model, args.tracking_uri
+            else:
+                print(f"training the {args.kind} model on {args.dialogues} synthetic dialogues ...", flush=True)
+                model, uri = train_model(args.kind, args.dialogues, root)
+            requests = build_requests(args.requests, args.large_mb, sentence_pool())
+            env = server_environment(uri)
+            env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+            runs = []
             port = free_port()
-            command = [sys.executable, "-m", "mlflow", "models", "serve", "-m", model, "--env-manager", "local",
-                       "-h", "127.0.0.1", "-p", str(port), "-w", "1", "-t", "600"]
-            runs.append(run_server("mlflow models serve", command, env, port, requests, "reference",
-                                   clients=args.clients, time_limit=args.time_limit, log=root / "mlflow.log"))
+            runs.append(run_server("psyattrs serve", [sys.executable, "-m", "psyattrs", "serve", "--model", model,
+                                                      "--port", str(port)], env, port, requests, "body",
+                                   clients=args.clients, time_limit=args.time_limit, log=root / "psyattrs.log"))
+            if args.reference:
+                port = free_port()
+                command = [sys.executable, "-m", "mlflow", "models", "serve", "-m", model, "--env-manager", "local",
+                           "-h", "127.0.0.1", "-p", str(port), "-w", "1", "-t", "600"]
+                runs.append(run_server("mlflow models serve", command, env, port, requests, "reference",
+                                       clients=args.clients, time_limit=args.time_limit, log=root / "mlflow.log"))
 
-    kinds = {}
-    for item in requests:
-        kinds.setdefault(item["kind"], [0, 0])
-        kinds[item["kind"]][0] += 1
-        kinds[item["kind"]][1] += item["rows"]
-    sizes: dict[str, int] = {}
-    for item in requests:
-        sizes[item["kind"]] = max(sizes.get(item["kind"], 0), len(item["body"]))
-    print(f"\n{len(requests)} requests, {args.clients} clients, model: {args.kind if not args.model else model}, "
-          f"{os.cpu_count()} CPUs")
-    print("  mix: " + ", ".join(f"{k} {n} ({rows} rows, body {sizes[k] / 1e6:.2f} MB each at most)" if rows else
-                                f"{k} {n} (body {sizes[k] / 1e6:.2f} MB)" for k, (n, rows) in kinds.items()))
-    print(f"\n| server | idle RSS MiB | peak RSS MiB | after-load RSS MiB | after - idle | done | skipped | "
-          f"wall s | statuses | median s (small) | max s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for run in runs:
-        statuses = {}
-        for _, status, _ in run["results"]:
-            statuses[status] = statuses.get(status, 0) + 1
-        small = [s for kind, _, s in run["results"] if kind == "sentences"]
-        longest = max((s for _, _, s in run["results"]), default=0.0)
-        print(f"| {run['label']} | {run['idle']:.0f} | {run['peak']:.0f} | {run['after']:.0f} | "
-              f"{run['after'] - run['idle']:+.0f} | {len(run['results'])} | {run['skipped']} | {run['wall']:.1f} | "
-              f"{', '.join(f'{k}: {v}' for k, v in sorted(statuses.items()))} | "
-              f"{statistics.median(small) if small else float('nan'):.3f} | {longest:.1f} |")
+        kinds = {}
+        for item in requests:
+            kinds.setdefault(item["kind"], [0, 0])
+            kinds[item["kind"]][0] += 1
+            kinds[item["kind"]][1] += item["rows"]
+        sizes: dict[str, int] = {}
+        for item in requests:
+            sizes[item["kind"]] = max(sizes.get(item["kind"], 0), len(item["body"]))
+        print(f"\n{len(requests)} requests, {args.clients} clients, model: {args.kind if not args.model else model}, "
+              f"{os.cpu_count()} CPUs")
+        print("  mix: " + ", ".join(f"{k} {n} ({rows} rows, body {sizes[k] / 1e6:.2f} MB each at most)" if rows else
+                                    f"{k} {n} (body {sizes[k] / 1e6:.2f} MB)" for k, (n, rows) in kinds.items()))
+        print(f"\n| server | idle RSS MiB | peak RSS MiB | after-load RSS MiB | after - idle | done | skipped | "
+              f"wall s | statuses | median s (small) | max s |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for run in runs:
+            statuses = {}
+            for _, status, _ in run["results"]:
+                statuses[status] = statuses.get(status, 0) + 1
+            small = [s for kind, _, s in run["results"] if kind == "sentences"]
+            longest = max((s for _, _, s in run["results"]), default=0.0)
+            print(f"| {run['label']} | {run['idle']:.0f} | {run['peak']:.0f} | {run['after']:.0f} | "
+                  f"{run['after'] - run['idle']:+.0f} | {len(run['results'])} | {run['skipped']} | {run['wall']:.1f} | "
+                  f"{', '.join(f'{k}: {v}' for k, v in sorted(statuses.items()))} | "
+                  f"{statistics.median(small) if small else float('nan'):.3f} | {longest:.1f} |")
 
 
 if __name__ == "__main__":

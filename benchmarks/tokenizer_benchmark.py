@@ -2,19 +2,25 @@
 
 `train_tokenizer` learns its WordPiece vocabulary in Python (incremental BPE, ties broken by the
 pair's strings); before, it ran `tokenizers.trainers.WordPieceTrainer` (Rust, ties in hash order).
-For synthetic corpora of growing size (`psyattrs.synth`, the non-pause sentences; the first is the
-demo corpus of `psyattrs data synth --dialogues 100 --seed 7`) this prints, best of `--rounds`
+For synthetic corpora of growing size (`psyattrs.synth`, the non-pause sentences; the first holds
+the dialogues of `psyattrs data synth --dialogues 100 --seed 7`, i.e. the demo's conversations
+without its `--rare-boost 3`, so not the demo corpus itself) this prints, best of `--rounds`
 rounds each: training seconds of both, their vocabulary sizes, the share of pieces they have in
 common, and the pieces per word each gives on the same texts. Every figure is measured in this run.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/tokenizer_benchmark.py [--dialogues 100 400]
-        [--vocab-size 4000] [--rounds 3]
+        [--vocab-size 4000] [--rounds 3] [--write-docs | --no-write-docs]
+
+A run with the default corpora, vocabulary size and rounds writes its output to
+docs/benchmarks/tokenizer.md (`benchmarks/_docs.py`).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+
+from _docs import add_docs_option, changed, docs_page, wants_docs  # benchmarks/_docs.py
 
 
 def reference(texts, *, vocab_size: int = 4000, min_frequency: int = 2):
@@ -50,14 +56,29 @@ def _best(fn, rounds: int):
 
 
 def main() -> None:
-    from psyattrs.models.transformer.tokenizer import train_tokenizer
-    from psyattrs.synth import synthesize
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dialogues", type=int, nargs="+", default=[100, 400])
     parser.add_argument("--vocab-size", type=int, default=4000)
     parser.add_argument("--rounds", type=int, default=3)
+    add_docs_option(parser)
     args = parser.parse_args()
+    write = wants_docs(args, partial=changed(parser, args, "dialogues", "vocab_size", "rounds"))
+    with docs_page("tokenizer", "Tokenizer benchmark", write=write, intro=INTRO):
+        run(args)
+
+
+INTRO = (
+    "The scratch transformer's deterministic WordPiece trainer (`train_tokenizer`) against `tokenizers`' "
+    "`WordPieceTrainer` on synthetic corpora (`synthesize(N, seed=7)`, without the demo's `--rare-boost 3`): "
+    "training seconds (best of the rounds), vocabulary sizes, the share of pieces in common and pieces per word."
+)
+
+
+def run(args: argparse.Namespace) -> None:
+    """Prints the table."""
+    from psyattrs.models.transformer.tokenizer import train_tokenizer
+    from psyattrs.synth import synthesize
+
     print(f"vocab_size {args.vocab_size}, min_frequency 2, best of {args.rounds} rounds")
     print(f"{'dialogues':>9} {'sentences':>9} {'ours s':>7} {'tokenizers s':>12} {'ours vocab':>10} "
           f"{'ref vocab':>9} {'shared':>6} {'ours pcs/word':>13} {'ref pcs/word':>12}")

@@ -17,7 +17,7 @@ B. speed, same data as A: seconds per training epoch of our loop (`train_network
 D. the ensemble of experiments/ensemble.yaml's members (tiny transformer, LightGBM context model)
    on the synthetic corpus of A: test macro-F1 and soft cross-entropy of each member and of the
    log-linear and mixture pools, weights fitted on the validation split.
-C. MD-Agreement (English tweets, 5 of 800+ annotators each; SemEval-2023 LeWiDi, FORMATS §7),
+C. MD-Agreement (English tweets, 5 of 800+ annotators each; SemEval-2023 LeWiDi; docs/formats.md),
    read from ../shared/data/lewidi/ (skipped, saying so, when absent), parsed here; train on the
    train split (first `--limit` items), calibrate/stop on dev, score on the official test split
    (first `--test-limit` items): cross-entropy against the annotators' distribution, macro-F1 and
@@ -61,6 +61,7 @@ import pandas as pd  # noqa: E402
 
 from _extras import EXTRAS, install_extras, minilm_folder  # noqa: E402  (benchmarks/_extras.py)
 from _memory import peak_kb  # noqa: E402  (benchmarks/_memory.py)
+from _docs import add_docs_option, changed, docs_page, wants_docs  # noqa: E402  (benchmarks/_docs.py)
 
 LEWIDI = Path(__file__).resolve().parents[2] / "shared" / "data" / "lewidi"
 TINY = dict(class_weight="balanced", hidden_size=64, layers=2, attention_heads=2, intermediate_size=128, vocab_size=4000, max_length=96,
@@ -496,6 +497,9 @@ def part_c(limit: int, test_limit: int, epochs: int, lr: float = 5e-5, save: str
     print(f"   peak memory of this process: {peak_kb() / 1024:.0f} MiB\n")
 
 
+DOCS_INTRO = "The transformer: quality on the synthetic corpus, training and prediction speed against Hugging Face's `Trainer` and `pipeline`, ensembles, and MD-Agreement."
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--part", nargs="+", default=["A", "B", "D", "C"], choices=["A", "B", "C", "D"])
@@ -514,25 +518,28 @@ def main() -> None:
     parser.add_argument("--install-extras", action="store_true",
                         help=f"pip-install what the Trainer row and part C need when missing ({', '.join(EXTRAS.values())}) "
                              "into this interpreter's environment, from the package index, before running")
+    add_docs_option(parser)
     args = parser.parse_args()
-    if args.install_extras:
-        install_extras()
-    import torch
+    write = wants_docs(args, partial=changed(parser, args, "part", "dialogues", "limit", "test_limit", "epochs"))
+    with docs_page("transformer", "Transformer benchmark", write=write, intro=DOCS_INTRO):
+        if args.install_extras:
+            install_extras()
+        import torch
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+        if args.threads:
+            torch.set_num_threads(args.threads)
 
-    print(f"python {platform.python_version()}, torch {torch.__version__} ({torch.get_num_threads()} threads), "
-          f"{os.cpu_count()} cores, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}\n")
-    if "A" in args.part:
-        part_a(args.dialogues)
-    if "B" in args.part:
-        part_b(args.dialogues, args.rounds)
-    if "D" in args.part:
-        part_d(args.dialogues)
-    if "C" in args.part:
-        part_c(args.limit or None, args.test_limit or None, args.epochs, args.lr, args.save_probs,
-               seeds=args.seeds, plain=not args.no_plain)
+        print(f"python {platform.python_version()}, torch {torch.__version__} ({torch.get_num_threads()} threads), "
+              f"{os.cpu_count()} cores, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}\n")
+        if "A" in args.part:
+            part_a(args.dialogues)
+        if "B" in args.part:
+            part_b(args.dialogues, args.rounds)
+        if "D" in args.part:
+            part_d(args.dialogues)
+        if "C" in args.part:
+            part_c(args.limit or None, args.test_limit or None, args.epochs, args.lr, args.save_probs,
+                   seeds=args.seeds, plain=not args.no_plain)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("path", help="the public release (CSV or Parquet, one row per conversation)")
     parser.add_argument("--out", required=True, metavar="ANNOTATED.csv", help="where to write the per-sentence table")
-    parser.add_argument("--iterations", type=int, default=None, help="classifier rounds at most (default 10)")
+    parser.add_argument("--iterations", type=int, default=None, help="classifier rounds at most after the first, priors-only pass (default 15)")
     parser.add_argument("--report", default=None, metavar="R.jsonl", help="write the per-conversation report here")
     parser.add_argument("--model-kind", default=None, help="sentence classifier: tfidf (default), majority, lightgbm")
     parser.add_argument(

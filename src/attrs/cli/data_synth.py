@@ -1,15 +1,15 @@
 """`psyattrs data synth --out PATH`: writes the synthetic Korean OPELA-style corpus.
 
-The corpus is simulated (`psyattrs.synth`): personas and users chatting over 15-80 turns,
-three simulated labelers, final labels from the OPELA resolution, true values in `true_*`.
-`--format annotated` (default) writes one row per sentence (FORMATS §2); `--format public` writes
-one row per conversation in the public-release layout (FORMATS §3) with its quirks, plus the true
-order of the labelled sentences beside it (`PATH` with `.order.csv` in place of its extension).
-`--shape release` (the default with `--format public`) shapes every conversation as the real
-release's are: the user opens, the persona closes, exactly 2 x total_turn speaker runs, pauses
-close a persona message, replies answer the message before them; `--shape free` (the default with
-`--format annotated`) lets either speaker open and close. The same arguments always write the same
-bytes.
+The corpus is simulated (`psyattrs.synth`): personas and users chatting over 15-80 turns, three
+simulated labelers, final labels from the OPELA resolution, true values in `true_*`. `--format
+annotated` (default) writes one row per sentence (docs/formats.md, "The OPELA annotated file");
+`--format public` writes one row per conversation in the public-release layout (docs/formats.md,
+"The OPELA public release") with its quirks, plus the true order of the labelled sentences beside it
+(`PATH` with `.order.csv` in place of its extension). `--shape release` (the default with `--format
+public`) shapes every conversation as the real release's are: the user opens, the persona closes,
+exactly 2 x total_turn speaker runs, pauses close a persona message, replies answer the message
+before them; `--shape free` (the default with `--format annotated`) lets either speaker open and
+close. The same arguments always write the same bytes.
 """
 
 from __future__ import annotations
