@@ -105,7 +105,7 @@ def run_annotate(corpus: Path, model: str, out: Path, chunk_size: int) -> dict:
 
 def _best(fn, repeats: int) -> float:
     """Best wall time of `repeats` calls, each with an empty tokenisation cache (as on new text)."""
-    from psyattrs.features.text import clear_tokenizer_cache
+    from psyattrs.features.tokenizers import clear_tokenizer_cache
 
     best = float("inf")
     for _ in range(repeats):

@@ -50,7 +50,7 @@ def _child(step: str, path: str) -> dict:
     import pandas as pd
 
     from psyattrs.data import load_corpus
-    from psyattrs.data.validate import summarize
+    from psyattrs.data.summary import summarize
     from psyattrs.labels.resolve import compare_with_final, resolve_final_labels
     from psyattrs.schema import OPELA
 

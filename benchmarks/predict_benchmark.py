@@ -95,7 +95,7 @@ def _sentences(n: int) -> list[str]:
 
 
 def _median(fn, repeats: int) -> float:
-    from psyattrs.features.text import clear_tokenizer_cache
+    from psyattrs.features.tokenizers import clear_tokenizer_cache
 
     times = []
     for _ in range(repeats):
@@ -109,8 +109,8 @@ def _median(fn, repeats: int) -> float:
 def _breakdown(model, texts: list[str]) -> list[tuple[str, float]]:
     """Seconds of predict's stages on the texts, once, from an empty tokenisation cache, done as
     `TextFeaturizer.transform` does them (each distinct sentence once)."""
-    from psyattrs.features.text import (char_wb_transform, clear_tokenizer_cache, normalize_distinct, tokenize,
-                                        word_ngram_transform)
+    from psyattrs.features.text import char_wb_transform, word_ngram_transform
+    from psyattrs.features.tokenizers import clear_tokenizer_cache, normalize_distinct, tokenize
 
     featurizer = model.featurizer_
     language = featurizer._word_language()

@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> None:
     print(f"predict.quantize on {platform.processor() or platform.machine()}, {os.cpu_count()} cores (shared), "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads\n")
     from psyattrs.experiments import metrics as M
-    from psyattrs.experiments.runner import _schema, _single_split
+    from psyattrs.experiments.dataset import config_schema, split_dataset
 
     with tempfile.TemporaryDirectory(prefix="quantize-bench-") as store:
         uri = f"sqlite:///{Path(store) / 'mlflow.db'}"
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> None:
     int8_model.params = {**float_model.params, "quantize": True}
     int8_model._quantized = None
     schema = run.schema
-    split = _single_split(config, _schema(config))  # the run's own split (same seed, same corpus)
+    split = split_dataset(config, config_schema(config))  # the run's own split (same seed, same corpus)
     test = split.test
     prior = M.class_prior(split.train, schema)
     scores = {}

@@ -544,14 +544,14 @@ def test_training_config_can_point_at_the_public_file(tmp_path, monkeypatch):
     from pathlib import Path
 
     from psyattrs.experiments.config import load_config
-    from psyattrs.experiments.runner import _read
+    from psyattrs.experiments.dataset import read_corpus
 
     monkeypatch.setenv("PSYATTRS_CACHE", str(tmp_path / "cache"))
     path = _public(tmp_path, [dict(doc_id="donut_u13_2_4", persona="오늘 뭐 했어?\n\n산책 다녀왔어",
                                    user="그냥 쉬었어\n좋다", pauses=1, labels=["q", "s", "s", "s"])])
     config = load_config(Path(__file__).resolve().parents[1] / "experiments" / "majority.yaml",
                          ["data.synthetic=null", f"data.path={path}"])
-    table, problems = _read(str(path), config, OPELA)
+    table, problems = read_corpus(str(path), config, OPELA)
     assert len(table) == 5 and table["align_confidence"].notna().sum() == 4 and problems == []
     assert sorted(table.loc[table["label_position"].notna(), "text"]) == sorted(["오늘 뭐 했어?", "산책 다녀왔어", "그냥 쉬었어", "좋다"])
 

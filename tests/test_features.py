@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from sklearn.base import clone
 
 from psyattrs.data.table import normalize_table
-from psyattrs.features import text as textmod
+from psyattrs.features import tokenizers
 from psyattrs.features.context import (
     POSITION_COLUMNS,
     SURFACE_COLUMNS,
@@ -25,7 +25,8 @@ from psyattrs.features.context import (
     speaker_keys,
     surface_features,
 )
-from psyattrs.features.text import TextFeaturizer, TokenNgrams, normalize_text, normalize_texts, tokenize
+from psyattrs.features.text import TextFeaturizer, TokenNgrams
+from psyattrs.features.tokenizers import normalize_text, normalize_texts, tokenize
 
 # ---------------------------------------------------------------------------------------------
 # normalisation and tokenisers
@@ -61,12 +62,12 @@ def test_chinese_and_english_tokens():
 
 
 def test_tokenisations_are_cached_per_distinct_text():
-    textmod.clear_tokenizer_cache()
+    tokenizers.clear_tokenizer_cache()
     first = tokenize(["응 그래", "응 그래", "오늘 뭐 했어"], "ko")
-    info = textmod.tokenizer_cache_info()
+    info = tokenizers.tokenizer_cache_info()
     assert info["misses"] == 2 and info["hits"] == 1 and info["size"] == 2
     again = tokenize(["오늘 뭐 했어"], "ko")
-    assert textmod.tokenizer_cache_info()["misses"] == 2
+    assert tokenizers.tokenizer_cache_info()["misses"] == 2
     assert again[0] is first[2]
 
 
@@ -147,7 +148,7 @@ def test_transform_features_each_distinct_sentence_once_and_keeps_the_rows():
 
 
 def test_word_analysis_tokenises_each_word_alone_the_same_in_fit_and_transform():
-    textmod.clear_tokenizer_cache()
+    tokenizers.clear_tokenizer_cache()
     sentence = "나 오늘 떡볶이 먹었어"
     words = tokenize(sentence.split(), "ko")
     assert tokenize([sentence], "ko", unit="word")[0] == tuple(t for w in words for t in w)
@@ -328,3 +329,16 @@ def test_gather_rows_picks_rows_and_blanks_missing_ones():
     np.testing.assert_array_equal(picked.toarray(), [[3, 3], [0, 0], [1, 0]])
     dense = gather_rows(X.toarray(), np.array([-1, 1]))
     assert np.isnan(dense[0]).all() and dense[1].tolist() == [0, 2]
+
+
+def test_a_pickled_featurizer_names_the_module_saved_models_load_it_from():
+    """Saved tfidf models pickle the featurizer and its word analyser: they must stay importable
+    from `psyattrs.features.text` (the tokenisers moved to `psyattrs.features.tokenizers`)."""
+    import pickle
+
+    featurizer = TextFeaturizer("en", min_df=1, char_ngrams=(1, 2)).fit(["a dog barks", "the cat sleeps"])
+    data = pickle.dumps(featurizer)
+    assert b"psyattrs.features.text" in data and b"TextFeaturizer" in data and b"TokenNgrams" in data
+    assert b"psyattrs.features.tokenizers" not in data  # nothing of the moved module is pickled
+    loaded = pickle.loads(data)
+    assert (loaded.transform(["a cat"]) != featurizer.transform(["a cat"])).nnz == 0

@@ -15,7 +15,7 @@ import pytest
 from conftest import annotated_frame, generic_frame, personaldialog_records, public_frame, write_csv, write_jsonl
 from psyattrs.cli import main
 from psyattrs.data import load_corpus
-from psyattrs.data.validate import summarize
+from psyattrs.data.summary import summarize
 from psyattrs.errors import InputFileError
 
 

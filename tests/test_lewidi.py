@@ -23,7 +23,8 @@ from psyattrs.labels.soft import mixed_targets
 from psyattrs.models.base import build_model
 from psyattrs.models.annotators import row_annotators
 from psyattrs.schema import Head, Schema
-from psyattrs.features.text import TextFeaturizer, tokenizer_description, word_tokenizer
+from psyattrs.features.text import TextFeaturizer
+from psyattrs.features.tokenizers import tokenizer_description, word_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -384,13 +385,13 @@ def test_lewidi_minilm_config_is_a_soft_target_transformer_and_trains_on_the_off
 
 def test_one_file_with_a_split_field_is_split_by_it(tmp_path):
     from psyattrs.experiments.config import load_config
-    from psyattrs.experiments.runner import _single_split, _schema
+    from psyattrs.experiments.dataset import config_schema, split_dataset
 
     items = {**corpus_items(EN_BAD, EN_OK, split="train", n_copies=2),
              **corpus_items(EN_BAD, EN_OK, split="test", n_copies=1, start=100)}
     path = write_json(items, tmp_path / "one.json")
     config = load_config(REPO / "experiments" / "lewidi.yaml", [f"data.path={path}"])
-    split = _single_split(config, _schema(config))
+    split = split_dataset(config, config_schema(config))
     assert len(split.train) == 16 and len(split.test) == 8 and split.valid is None
     assert set(split.test["split"]) == {"test"}
 
@@ -495,7 +496,7 @@ def test_a_severity_head_gets_the_majority_of_its_ratings_as_final_label(tmp_pat
 
 
 def test_a_severity_corpus_trains_without_resolving_labels(tmp_path):
-    from psyattrs.experiments.runner import fill_final_labels
+    from psyattrs.experiments.dataset import fill_final_labels
 
     items = {f"s{i}": _severity_item(v, h) for i, (v, h) in enumerate(
         [("-2,-2,0", "1"), ("1,1,0", "0"), ("0,0,1", "0"), ("-3,-3,-1", "1")] * 3)}

@@ -141,7 +141,7 @@ def test_empty_inputs_give_an_empty_frame(predictor):
 def test_every_model_form_predicts_the_same(tiny_model, tmp_path):
     import mlflow
 
-    from psyattrs.experiments.tracking import tracking_store
+    from psyattrs.experiments.store import tracking_store
 
     expected = Predictor(tiny_model.model).predict(SENTENCES)
     with tracking_store(tiny_model.tracking_uri):

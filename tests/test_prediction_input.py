@@ -8,7 +8,7 @@ import pytest
 
 from psyattrs import Predictor
 from psyattrs.data.prediction_input import check_prediction_table
-from psyattrs.experiments.tracking import quiet_mlflow, tracking_store
+from psyattrs.experiments.store import quiet_mlflow, tracking_store
 
 SENTENCES = ["안녕하세요 반가워요~", "오늘 너무 피곤했_다 ㅠㅠ", "주말에 뭐 해요?"]
 

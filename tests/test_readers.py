@@ -143,13 +143,17 @@ def test_annotated_reads_each_encoding(tmp_path, encoding):
     assert corpus.utterances.columns[0] == "doc_id"  # no BOM left in the first column name
 
 
-def test_undecodable_bytes_name_the_line(tmp_path):
+def test_undecodable_bytes_set_their_row_aside_and_name_it(tmp_path):
+    # issue 26: the guarantee is "a row with undecodable bytes is set aside with its row number,
+    # the rest kept" (this test used to expect the whole file refused)
     path = write_csv(annotated_frame(), tmp_path / "a.csv")
     raw = path.read_bytes().split(b"\n")
-    raw[3] = raw[3] + b"\xff\xfe\xff"  # a few broken bytes in a UTF-8 file
+    raw[3] = raw[3] + b"\xff\xfe\xff"  # a few broken bytes in a UTF-8 file (line 4, data row 3)
     path.write_bytes(b"\n".join(raw))
-    with pytest.raises(InputFileError, match=r"undecodable bytes at line 4"):
-        read_annotated(path)
+    corpus = read_annotated(path)
+    assert [(p.row, p.field) for p in corpus.problems] == [(3, "labeler_empathy")]
+    assert "undecodable bytes" in corpus.problems[0].reason
+    assert corpus.n_read == corpus.n_kept + 1 == 7
 
 
 def test_annotated_parquet(tmp_path):

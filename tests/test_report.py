@@ -87,7 +87,7 @@ def test_cross_validation_report_lists_the_folds_and_cli_train_logs_it(store, tm
 
 
 def test_learning_curves_appear_for_metrics_logged_per_epoch(trained, store):
-    from psyattrs.reports.report import build_report
+    from psyattrs.experiments.report import build_report
 
     client = mlflow.MlflowClient(tracking_uri=store)
     for epoch, loss in enumerate([0.9, 0.6, 0.5]):
@@ -111,19 +111,36 @@ def test_report_renders_in_headless_chromium(trained, store, tmp_path):
     assert seen.screenshot[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_the_experiments_layer_alone_logs_no_report_and_a_run_without_predictions_still_reports(store, tmp_path):
+def test_one_train_reports_unless_told_not_to_and_a_run_without_predictions_still_reports(store, tmp_path):
     import shutil
     from urllib.parse import urlparse
 
+    import psyattrs
     from psyattrs.experiments import load_config, train
-    from psyattrs.reports.report import build_report
+    from psyattrs.experiments.report import build_report
 
+    assert psyattrs.train is train  # one train: the public name and the experiments' are the same function
     config = load_config(REPO / "experiments" / "majority.yaml",
                          ["data.synthetic.dialogues=6", f"tracking.uri={store}", "tracking.experiment=no-report"])
-    result = train(config, quiet=True)  # below the reports layer: no report
+    result = train(config, quiet=True, report=False)
     client = mlflow.MlflowClient(tracking_uri=store)
     assert client.list_artifacts(result.run_id, "report") == []
     shutil.rmtree(Path(urlparse(result.artifact_uri).path) / "predictions")
     page = build_report(result.run_id, tracking_uri=store)
     assert "the run has no predictions artifact" in page and 'alt="confusion matrices"' not in page
     assert f"<td>{result.metrics['test_macro_f1_mean']:.3f}</td>" in page
+
+
+def test_a_report_that_cannot_be_built_is_a_warning_and_the_run_stands(store, monkeypatch, capsys):
+    from psyattrs.experiments import load_config, runner
+
+    def broken(run_id, **kwargs):
+        raise RuntimeError("no figures today")
+
+    monkeypatch.setattr(runner, "log_run_report", broken)
+    config = load_config(REPO / "experiments" / "majority.yaml",
+                         ["data.synthetic.dialogues=6", f"tracking.uri={store}", "tracking.experiment=broken-report"])
+    result = runner.train(config, quiet=True)
+    assert mlflow.MlflowClient(tracking_uri=store).get_run(result.run_id).info.status == "FINISHED"
+    err = capsys.readouterr().err
+    assert f"run {result.run_id}: the run report was not logged: RuntimeError: no figures today" in err

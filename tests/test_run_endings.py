@@ -155,7 +155,8 @@ def test_the_encoding_and_digest_of_the_data_are_logged_with_the_run(tmp_path):
     import mlflow
 
     from psyattrs.synth import synthesize, write_annotated
-    from psyattrs.experiments.tracking import file_sha256, tracking_store
+    from psyattrs.experiments.provenance import file_sha256
+    from psyattrs.experiments.store import tracking_store
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     path = write_annotated(synthesize(10, seed=2).utterances, tmp_path / "ko.csv")

@@ -313,7 +313,7 @@ def test_cli_reports_bad_input_in_one_line(tmp_path, store, capsys):
 
 
 def test_default_store_is_the_repo_mlflow_folder(monkeypatch):
-    from psyattrs.experiments.tracking import artifact_root, default_tracking_uri, resolve_tracking_uri
+    from psyattrs.experiments.store import artifact_root, default_tracking_uri, resolve_tracking_uri
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     assert default_tracking_uri() == f"sqlite:///{(REPO / 'mlflow' / 'mlflow.db').as_posix()}"

@@ -14,7 +14,8 @@ import pytest
 import psyattrs
 from psyattrs.cli import main
 from psyattrs.experiments.config import experiments_dir, load_config, resolve_config_path
-from psyattrs.experiments.runner import fill_final_labels, train
+from psyattrs.experiments.dataset import fill_final_labels
+from psyattrs.experiments.runner import train
 from psyattrs.schema import load_schema
 
 REPO = Path(__file__).resolve().parents[1]

@@ -17,14 +17,8 @@ from psyattrs.data import load_corpus, read_annotated, read_public
 from psyattrs.data.io import parse_label_column
 from psyattrs.data.table import blank_cells
 from psyattrs.data.table import Problem
-from psyattrs.data.validate import (
-    check_utterances,
-    format_summary,
-    parse_flag,
-    parse_int_list,
-    summarize,
-    write_report,
-)
+from psyattrs.data.summary import format_summary, summarize
+from psyattrs.data.validate import check_utterances, parse_flag, parse_int_list, write_report
 from psyattrs.errors import InputFileError, OutputFileError
 from psyattrs.schema import OPELA
 
@@ -317,7 +311,7 @@ def test_cli_validate_as_a_subprocess_shows_no_traceback(tmp_path):
     ],
 )
 def test_class_counts_and_gaps_of_any_label_column(values):
-    from psyattrs.data.validate import _class_counts
+    from psyattrs.data.summary import _class_counts
 
     counts, missing = _class_counts(values, [0, 1, 2])
     assert counts == {"0": 1, "1": 1, "2": 2}  # 7 is no class: not counted
@@ -326,7 +320,7 @@ def test_class_counts_and_gaps_of_any_label_column(values):
 
 
 def test_context_only_counts_rows_without_any_label():
-    from psyattrs.data.validate import _count_unlabelled
+    from psyattrs.data.summary import _count_unlabelled
 
     table = pd.DataFrame({"a": pd.array([1, None, None, 0], dtype="Int64"), "b": pd.array([None, None, 1, None], dtype="Int64")})
     assert _count_unlabelled(table, ["a", "b"]) == 1

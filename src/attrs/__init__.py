@@ -16,13 +16,13 @@ __all__ = ["OPELA", "Predictor", "Schema", "load_corpus", "load_schema", "predic
            "__version__"]
 
 _LAZY = {"predict": "psyattrs.serving.predict", "Predictor": "psyattrs.serving.predict",
-         "train": "psyattrs.reports.report", "load_corpus": "psyattrs.data", "synthesize": "psyattrs.synth"}
+         "train": "psyattrs.experiments.runner", "load_corpus": "psyattrs.data", "synthesize": "psyattrs.synth"}
 
 
 def __getattr__(name: str) -> Any:
     """`predict`, `Predictor`, `train`, `load_corpus` and `synthesize` are imported on first use (they
     pull in MLflow, the models, pandas); `train` trains an experiment and logs its run report
-    (`psyattrs.reports.report.train`)."""
+    (`psyattrs.experiments.runner.train`, also `psyattrs.experiments.train`)."""
     if name in _LAZY:
         import importlib
 

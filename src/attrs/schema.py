@@ -85,7 +85,7 @@ class Schema:
         language: a lower-case language code (`ko`, `zh`, `en`, `ar`, `ja`, `pt-br`, ...), or
             `und` when unknown. `ko`, `zh` and `en` have their own word tokenizers (kiwipiepy,
             jieba, words and punctuation); every other code falls back to character n-grams plus
-            whitespace words (`psyattrs.features.text.word_tokenizer`).
+            whitespace words (`psyattrs.features.tokenizers.word_tokenizer`).
     """
 
     name: str

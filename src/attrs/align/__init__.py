@@ -10,6 +10,7 @@ models, so it sits above models/.
 - `rounds`: `Aligner`: lattices, the DP, re-estimation between rounds.
 - `lattice` and `dp`: the exact dynamic programme over merges (its input and output; the passes).
 - `output`: the utterance table and the report; `eval`: naive readings, scoring against a truth.
+- `gold`: hand-made reading orders; `show`: one aligned conversation laid out for a reader.
 """
 
 from psyattrs.align.reconstruct import (

@@ -95,9 +95,9 @@ class _Vocab:
 
 def content_morphemes(lines: list[str], language: str) -> list[list[str]]:
     """Per line, its content morphemes (`CONTENT_TAGS`) as `form/TAG`, from the project's cached
-    tokenizer (`psyattrs.features.text.tokenize`); for a language other than `ko`, its word
+    tokenizer (`psyattrs.features.tokenizers.tokenize`); for a language other than `ko`, its word
     tokens of two or more characters (no tags to filter on)."""
-    from psyattrs.features.text import normalize_texts, tokenize, word_tokenizer
+    from psyattrs.features.tokenizers import normalize_texts, tokenize, word_tokenizer
 
     kind = word_tokenizer(language)
     tokens = tokenize(normalize_texts(lines), kind)

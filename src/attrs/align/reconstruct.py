@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from psyattrs.align.cache import clean_stale, entry_is_sound, write_manifest
 from psyattrs.align.classifier import FixedScorer, PriorScorer
 from psyattrs.align.conversations import COUNTED, NOT_COUNTED, Conversation, read_conversations
 from psyattrs.align.output import ALIGN_COLUMNS, REPORT_COLUMNS, report_table, unfit_reason, utterance_table
@@ -484,12 +485,17 @@ def cache_entry(corpus: Corpus, settings: AlignSettings | None = None) -> Path |
 
 
 CACHE_FILES = ("aligned.csv", "report.jsonl", "history.csv")
-"""What a cache entry holds: `write_aligned`'s table, `write_report`'s report, the rounds."""
+"""What a cache entry holds: `write_aligned`'s table, `write_report`'s report, the rounds (and
+`psyattrs.align.cache.MANIFEST`, their sizes, line counts and checksums, written last)."""
 
 
 def cached_alignment(corpus: Corpus, *, settings: AlignSettings | None = None, progress: bool = False
                      ) -> tuple[Path | None, AlignResult | None]:
     """The alignment of a public file, from the cache or made now and cached.
+
+    A cached entry is read only when every file matches the manifest written with it
+    (`psyattrs.align.cache`); a damaged one is discarded with one warning and made again.
+    Temporary files left in the cache by killed processes are removed on the way.
 
     Returns:
         (the cache folder holding `CACHE_FILES`, or None for a corpus without a source file or
@@ -497,15 +503,18 @@ def cached_alignment(corpus: Corpus, *, settings: AlignSettings | None = None, p
         the `AlignResult` when the alignment ran now, None when it came from the cache).
     """
     folder = cache_entry(corpus, settings)
-    if folder is not None and all((folder / name).is_file() for name in CACHE_FILES):
-        return folder, None
+    if folder is not None:
+        clean_stale(folder.parent)
+        if entry_is_sound(folder, CACHE_FILES):  # every file checked against the manifest
+            return folder, None
     result = align_public(corpus, settings=settings, progress=progress)
     if folder is not None:
-        try:  # each file complete or absent (atomic_output); aligned.csv last: it marks a complete entry
+        try:  # each file complete or absent (atomic_output); the manifest last: it marks a complete entry
             write_report(result, folder / "report.jsonl")
             with atomic_output(folder / "history.csv", make_parents=True) as tmp:
                 result.history.to_csv(tmp, index=False)
             write_aligned(result, folder / "aligned.csv")
+            write_manifest(folder, CACHE_FILES)
         except OutputFileError as exc:  # the cache only saves time: the alignment itself is not lost
             warnings.warn(f"the alignment was not cached ({exc}); it is used as it is and redone next time",
                           PsyattrsWarning, stacklevel=2)

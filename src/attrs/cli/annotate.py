@@ -17,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from psyattrs.cli._options import add_tracking_uri
+from psyattrs.cli._options import add_input_format, add_tracking_uri
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", required=True, type=Path, metavar="OUT.parquet", help="output folder (Parquet dataset)")
     parser.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK_SIZE,
                         help=f"utterances per chunk, whole conversations (default {DEFAULT_CHUNK_SIZE})")
-    parser.add_argument("--format", choices=("personaldialog", "table", "lewidi"), default=None, help="input format (default: detect)")
+    add_input_format(parser, choices=("personaldialog", "table", "lewidi"))
     parser.add_argument("--rejects", type=Path, default=None, help="rejects file (default OUT/_rejects.jsonl)")
     parser.add_argument("--restart", action="store_true", help="discard an earlier run in OUT and start over")
     parser.add_argument("--max-chunks", type=int, default=None, help="stop after N chunks (resume later)")

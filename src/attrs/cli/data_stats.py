@@ -18,6 +18,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from psyattrs.cli._options import add_input_format, add_schema
 from psyattrs.labels.agreement import corpus_agreement
 
 
@@ -30,8 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("path", metavar="PATH", type=Path, help="corpus file (CSV, Parquet, JSON lines)")
     parser.add_argument("--json", metavar="OUT", type=Path, default=None, help="also write the figures as JSON")
-    parser.add_argument("--format", default=None, help="force the input format instead of detecting it")
-    parser.add_argument("--schema", default=None, help="label schema: 'opela' (default) or a YAML file")
+    add_input_format(parser)
+    add_schema(parser)
     parser.set_defaults(func=handler)
 
 

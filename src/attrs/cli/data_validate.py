@@ -13,8 +13,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from psyattrs.cli._options import add_input_format, add_schema
 from psyattrs.data import FORMATS, load_corpus
-from psyattrs.data.validate import format_summary, summarize, write_report
+from psyattrs.data.summary import format_summary, summarize
+from psyattrs.data.validate import write_report
 from psyattrs.errors import InputFileError
 
 SHOWN_PROBLEMS = 5
@@ -29,8 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("path", help="CSV, Parquet or JSON-lines file")
-    parser.add_argument("--format", default=None, help=f"force the format: {', '.join(FORMATS)} (default: detect)")
-    parser.add_argument("--schema", default=None, help="label schema: 'opela' (default) or a YAML file")
+    add_input_format(parser, formats=FORMATS)
+    add_schema(parser)
     parser.add_argument("--report", default=None, metavar="R.jsonl", help="write the set-aside records here")
     parser.set_defaults(func=handler)
 

@@ -51,8 +51,9 @@ def _warn_overlap(metrics: dict[str, float], data: Path) -> None:
 def handler(args: argparse.Namespace) -> int:
     from psyattrs.data.output import write_text_atomic
     from psyattrs.experiments.metrics import format_table, summary_table
-    from psyattrs.experiments.runner import evaluate, run_schema
-    from psyattrs.experiments.tracking import ChangedDataWarning, load_run_config
+    from psyattrs.experiments.dataset import run_schema
+    from psyattrs.experiments.runner import evaluate
+    from psyattrs.experiments.provenance import ChangedDataWarning, load_run_config
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ChangedDataWarning)

@@ -19,6 +19,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from psyattrs.cli._options import add_input_format, add_schema
 from psyattrs.data.table import final_column
 from psyattrs.errors import InputFileError
 from psyattrs.labels.aggregate import METHODS
@@ -42,8 +43,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--check", action="store_true", help="print every method's agreement with the final labels in IN"
     )
-    parser.add_argument("--format", default=None, help="force the input format instead of detecting it")
-    parser.add_argument("--schema", default=None, help="label schema: 'opela' (default) or a YAML file")
+    add_input_format(parser)
+    add_schema(parser)
     parser.set_defaults(func=handler)
 
 

@@ -22,7 +22,7 @@ import json
 import sys
 from pathlib import Path
 
-from psyattrs.cli._options import add_tracking_uri
+from psyattrs.cli._options import add_input_format, add_tracking_uri
 
 OUT_SUFFIXES = (".parquet", ".csv", ".jsonl")
 SHOWN_PROBLEMS = 5
@@ -42,8 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--dialogue", action="store_true", help="the --text sentences are one conversation, in order")
     parser.add_argument("--input", type=Path, default=None, metavar="PATH",
                         help="corpus file: PersonalDialog JSON lines, CSV/Parquet utterance table, or .txt")
-    parser.add_argument("--format", default=None,
-                        help="force the --input format (default: detect); lewidi also writes the LeWiDi layout")
+    add_input_format(parser, note=" (for --input); lewidi also writes the LeWiDi layout")
     parser.add_argument("--out", type=Path, default=None, metavar="PATH", help="write predictions (.parquet, .csv, .jsonl)")
     parser.add_argument("--json", action="store_true", help="print one JSON object per sentence")
     add_tracking_uri(parser)

@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
-    from psyattrs.reports.report import REPORT_ARTIFACT, log_run_report
+    from psyattrs.experiments.report import REPORT_ARTIFACT, log_run_report
 
     path = log_run_report(args.run_id, tracking_uri=args.tracking_uri, out=args.out)
     print(f"wrote {path} and logged it as artifact {REPORT_ARTIFACT} of run {args.run_id}")

@@ -31,7 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
-    from psyattrs.experiments.tracking import close_abandoned, list_runs, resolve_tracking_uri
+    from psyattrs.experiments.store import resolve_tracking_uri
+    from psyattrs.experiments.tracking import close_abandoned, list_runs
 
     if args.close_abandoned:
         for run_id, note in close_abandoned(tracking_uri=args.tracking_uri, experiment=args.experiment):

@@ -4,7 +4,7 @@ Prints, per run, the per-head table (the model beside the majority floor and one
 against the others, with a legend) and ends with the MLflow run id as the last line of standard
 output (a sweep prints one id per line, in sweep order, the last run's id last). Progress goes to
 standard error. Every run gets its HTML report as the artifact `report/report.html`
-(`psyattrs.reports.report.train`). Launched by `torchrun` (`torchrun --nproc_per_node N -m psyattrs
+(`psyattrs.experiments.train`). Launched by `torchrun` (`torchrun --nproc_per_node N -m psyattrs
 train CONFIG`), every process trains (data parallelism) and only rank 0 logs the one MLflow run
 and prints the results; every rank prints the digest of its final weights to standard error
 (`rank R of N: weights DIGEST`: the same on every rank).
@@ -59,8 +59,7 @@ def _header(result) -> str:
 def handler(args: argparse.Namespace) -> int:
     from psyattrs.experiments.config import expand_sweep, load_config
     from psyattrs.experiments.metrics import format_table
-    from psyattrs.experiments.runner import resolved_message
-    from psyattrs.reports.report import train  # trains and logs the run report (report/report.html)
+    from psyattrs.experiments.runner import resolved_message, train  # logs the run report too
 
     overrides = [*args.overrides, *(["model.params.resume=true"] if args.resume else [])]
     config = load_config(args.config, overrides)

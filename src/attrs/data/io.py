@@ -177,7 +177,7 @@ def detect_encoding(path: "str | Path") -> str:
 
     Readers that later meet an undecodable byte further on call `decode_bytes` on the whole file.
     """
-    return decode_bytes(read_head(path), path, partial=True)[1]
+    return decode_head(read_head(path), path)[1]
 
 
 def _reject_binary(text: str, path: Path) -> None:
@@ -277,7 +277,7 @@ def csv_header(path: "str | Path") -> list[str]:
         InputFileError: undecodable, binary, blank, or a header that names a column twice.
     """
     p = check_file(path)
-    text, _ = decode_bytes(read_head(p), p, partial=True)
+    text, _ = decode_head(read_head(p), p)
     _reject_binary(text, p)
     lines = text.splitlines()
     first = next((i for i, line in enumerate(lines) if line.strip()), None)
@@ -341,7 +341,13 @@ def read_table(path: "str | Path", *, str_columns: Iterable[str] = ()) -> pd.Dat
     try:
         df = _read_csv(p, encoding)
     except UnicodeDecodeError:
-        encoding = decode_bytes(p.read_bytes(), p)[1]
+        raw = p.read_bytes()
+        try:
+            encoding = decode_bytes(raw, p)[1]
+        except InputFileError:
+            if not encoding.startswith("utf-8"):
+                raise
+            return _read_with_undecodable_rows(p, raw, str_columns)  # raises the error above when too many
         df = _read_csv(p, encoding)
     if len(df.columns) != len(header):  # the csv module and pandas read the header differently
         raise InputFileError(
@@ -354,6 +360,94 @@ def read_table(path: "str | Path", *, str_columns: Iterable[str] = ()) -> pd.Dat
         for col in set(wanted):
             df[col] = text_cols[col]
     df.attrs.update(encoding=encoding, row_faults=row_faults(p, encoding, df, header))
+    return df
+
+
+_UNDECODED = re.compile("[\udc80-\udcff]+")
+"""What `surrogateescape` makes of undecodable bytes: one lone surrogate per byte."""
+
+
+def mostly_utf8(body: bytes, *, partial: bool = False) -> str | None:
+    """The text of UTF-8 bytes in which a few lines hold undecodable bytes, each such byte shown as
+    U+FFFD; None when the first line (a header) holds one or half of the lines or more do.
+
+    Args:
+        body: the bytes, without a BOM.
+        partial: `body` is a file's beginning: its last line may be cut and is not counted.
+    """
+    text = body.decode("utf-8", errors="surrogateescape")  # an undecodable byte -> one lone surrogate
+    n_lines = text.count("\n") + (0 if text.endswith("\n") else 1)  # the header counts, a last empty line not
+    bad_lines, line, last = set(), 0, 0
+    for m in _UNDECODED.finditer(text):  # one pass: the line of each undecodable run
+        line += text.count("\n", last, m.start())
+        last = m.start()
+        if not (partial and line == n_lines - 1):
+            bad_lines.add(line)
+    if 0 in bad_lines or 2 * len(bad_lines) >= n_lines:
+        return None
+    return _UNDECODED.sub(lambda m: "\ufffd" * len(m.group()), text)
+
+
+def decode_head(head: bytes, path: "str | Path") -> tuple[str, str]:
+    """`decode_bytes` of a file's beginning, tolerating a few undecodable rows of a UTF-8 file
+    (`mostly_utf8`; the readers set those rows aside): (text, encoding).
+
+    Raises:
+        InputFileError: as `decode_bytes`, when the beginning is not mostly UTF-8.
+    """
+    try:
+        return decode_bytes(head, path, partial=True)
+    except InputFileError:
+        if utf16_name(head) is not None:
+            raise
+        bom = head.startswith(codecs.BOM_UTF8)
+        text = mostly_utf8(head[len(codecs.BOM_UTF8):] if bom else head, partial=True)
+        if text is None:
+            raise
+        return text, "utf-8-sig" if bom else "utf-8"
+
+
+def _read_with_undecodable_rows(path: Path, raw: bytes, str_columns: Iterable[str]) -> pd.DataFrame:
+    """`read_table` of a UTF-8 CSV file in which a few rows hold bytes UTF-8 cannot decode.
+
+    Each undecodable byte becomes a NUL byte (same length: every other row reads exactly as
+    written) in a private copy that `read_table` reads; the rows holding one are then set aside
+    (`row_faults`) as "undecodable bytes" with their row numbers, the rest kept. A file in which
+    half of the lines or more are undecodable is refused (`decode_bytes`'s error): it is not UTF-8.
+    """
+    import tempfile
+
+    bom = raw.startswith(codecs.BOM_UTF8)
+    body = raw[len(codecs.BOM_UTF8):] if bom else raw
+    if mostly_utf8(body) is None:
+        decode_bytes(raw, path)  # raises: the file is not UTF-8
+    text = body.decode("utf-8", errors="surrogateescape")
+    end = re.search("[\udc80-\udcff]+$", text)
+    if end is not None:  # the file ends inside a character: it was cut short, not a bad row
+        tail = body[len(body) - len(end.group()):]
+        try:
+            codecs.getincrementaldecoder("utf-8")().decode(tail, final=False)
+        except UnicodeDecodeError:
+            pass
+        else:
+            raise InputFileError(path, f"the file ends inside a UTF-8 character (line {_line_of(raw, len(raw) - len(tail))})"
+                                       ": it was cut short (truncated while written or copied)")
+    repaired = _UNDECODED.sub(lambda m: "\x00" * len(m.group()), text).encode("utf-8")
+    had_nul = b"\x00" in body
+    with tempfile.TemporaryDirectory(prefix="psyattrs-") as tmp:
+        copy = Path(tmp) / path.name
+        copy.write_bytes(repaired)
+        try:
+            df = read_table(copy, str_columns=str_columns)
+        except InputFileError as exc:
+            raise InputFileError(path, exc.message, row=exc.row, column=exc.column) from None
+    faults = {}
+    for row, (reason, field) in df.attrs["row_faults"].items():
+        if reason.startswith("binary content: a NUL byte"):
+            what = "a NUL byte or undecodable bytes" if had_nul else "undecodable bytes (not UTF-8)"
+            reason = f"{what} in column {field!r}"
+        faults[row] = (reason, field)
+    df.attrs.update(encoding="utf-8-sig" if bom else "utf-8", row_faults=faults)
     return df
 
 
@@ -593,7 +687,7 @@ def detect_format(path: "str | Path") -> str:
     if head.startswith(_PARQUET_MAGIC):
         return classify_columns(parquet_columns(p), p)
     try:
-        text, _ = decode_bytes(head, p, partial=True)
+        text, _ = decode_head(head, p)
     except InputFileError:
         if not head.lstrip(b" \t\r\n").startswith(b"{") or utf16_name(head) is not None:
             raise

@@ -18,15 +18,21 @@ What the reader makes of it (`read_lewidi`):
   choice seeded by the item id); the file's `split`
   (train/dev/test) the column `split`, `other_info` the column `other_info` (JSON text);
 - the schema comes from the file unless one is given (`schema_of`): one head named after the
-  annotation task (`offensiveness detection` -> `offensiveness`), binary when every annotation is
-  0/1, else a severity head whose classes are the integer values from the lowest to the highest
-  (ConvAbuse: -3..1 -> classes 0..4, named `-3`..`1`; values within -3..1 always get that scale); the language is the items' `lang`.
+  annotation task (`offensiveness detection` -> `offensiveness`). Its classes are the values seen,
+  bounded (`psyattrs.data.scales.seen_run`): the run of consecutive values around the most
+  frequent one, at most `MAX_INFERRED_CLASSES`. Binary when that run lies within 0/1, else a
+  severity head whose classes are the run's values from the lowest to the highest (ConvAbuse:
+  -3..1 -> classes 0..4, named `-3`..`1`; a run within -3..1 always gets that scale). A value
+  outside the run (one `-2` or `100000` in a 0/1 file) is an outlying value, not a class: the
+  item that gives it is set aside, named, and no other item. The language is the items' `lang`.
 
 An item is set aside, with one `Problem` naming the item id and the field, when its
 `annotations` and `annotators` lists differ in length, a label is not one of the schema's
 classes, its `soft_label` does not sum to 1 or disagrees with the shares of its annotations,
 its `hard_label` is not a class, `number of annotations` is not the length of the lists, or its
-text is missing. An item without annotations is kept, unrated (a file to predict). `n_read == n_kept + len(problems)` counts items.
+text is missing, or its id repeats the id of an earlier item (the first is kept; a JSON reader
+would silently keep the last). An item without annotations is kept, unrated (a file to predict).
+`n_read == n_kept + len(problems)` counts items, repeated ids included.
 
 `sibling_splits(path)` finds `X_dev.json` and `X_test.json` beside `X_train.json`.
 """
@@ -47,6 +53,7 @@ import pandas as pd
 from psyattrs.data.annotations import make_annotations, vote_slots
 from psyattrs.data.io import LEWIDI_ITEM_KEYS as ITEM_KEYS
 from psyattrs.data.io import check_file, decode_bytes
+from psyattrs.data.scales import seen_run
 from psyattrs.data.table import Corpus, Problem, final_column, normalize_table
 from psyattrs.errors import InputFileError
 from psyattrs.schema import UNKNOWN_LANGUAGE, Head, Schema
@@ -69,8 +76,36 @@ _WORD = re.compile(r"[a-z][a-z0-9]*")
 # ---------------------------------------------------------------------------------- the file
 
 
-def load_items(path: "str | Path") -> dict[str, dict[str, Any]]:
+class Items(dict):
+    """A LeWiDi file's items, item id -> item, in file order (the first item of each id).
+
+    Attributes:
+        repeated: the items whose id repeats an earlier one, as (position in the file, 1-based;
+            item id; position of the first item with that id), in file order.
+    """
+
+    repeated: list[tuple[int, str, int]]
+
+
+def _first_of_each_key(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`json` object hook: a dict that keeps the first of repeated keys (and says which repeat)."""
+    out = Items()
+    out.repeated = []
+    first: dict[str, int] = {}
+    for number, (key, value) in enumerate(pairs, start=1):
+        if key in first:
+            out.repeated.append((number, key, first[key]))
+            continue
+        first[key] = number
+        out[key] = value
+    return out
+
+
+def load_items(path: "str | Path") -> Items:
     """The items of a LeWiDi file: item id -> item dict, in file order.
+
+    An id that repeats an earlier item's id does not replace it: the first is kept, and the
+    result's `repeated` lists the others (`read_lewidi` sets them aside).
 
     Raises:
         InputFileError: not readable, not JSON, not an object of objects.
@@ -82,7 +117,7 @@ def load_items(path: "str | Path") -> dict[str, dict[str, Any]]:
         raise InputFileError(p, f"cannot be read: {exc.strerror or exc}") from None
     text, _ = decode_bytes(raw, p)
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_first_of_each_key)
     except (json.JSONDecodeError, RecursionError) as exc:
         line = getattr(exc, "lineno", None)
         raise InputFileError(p, f"not valid JSON: {exc}", row=line) from None
@@ -94,6 +129,13 @@ def load_items(path: "str | Path") -> dict[str, dict[str, Any]]:
         if not isinstance(item, dict):
             raise InputFileError(p, f"item {key!r} is a {type(item).__name__}, not an object with {sorted(ITEM_KEYS)}")
     return data
+
+
+def _schema_or_error(items: Items, p: Path) -> Schema:
+    try:
+        return schema_of(items, name=corpus_name(p))
+    except ValueError as exc:
+        raise InputFileError(p, str(exc), column="annotations") from None
 
 
 def sibling_splits(path: "str | Path") -> dict[str, Path] | None:
@@ -152,28 +194,35 @@ def head_name(task: Any) -> str:
 def schema_of(items: Mapping[str, Mapping[str, Any]], *, name: str = "lewidi") -> Schema:
     """The schema a LeWiDi file implies (see the module docstring).
 
+    The classes are the values seen, bounded (`psyattrs.data.scales.seen_run`): the run of
+    consecutive values around the most frequent one. An outlying value (one `-2` or `100000` in a
+    0/1 file) is not a class: the items that give it are set aside by `read_lewidi`, named.
+
     Args:
         items: the file's items (`load_items`).
         name: the schema's name (the corpus name, e.g. `MD-Agreement`).
+
+    Raises:
+        ValueError: the ratings run over more than `MAX_INFERRED_CLASSES` consecutive values.
     """
-    values: set[int] = set()
+    counts: dict[int, int] = {}
     tasks: dict[str, int] = {}
     langs: dict[str, int] = {}
     for item in items.values():
         for v in _split_list(item.get("annotations")):
             number = _as_int(v)
             if number is not None:
-                values.add(number)
+                counts[number] = counts.get(number, 0) + 1
         task = head_name(item.get("annotation task"))
         tasks[task] = tasks.get(task, 0) + 1
         lang = str(item.get("lang") or "").strip().lower()
         langs[lang] = langs.get(lang, 0) + 1
     head = max(tasks, key=tasks.get) if tasks else "label"
-    if values <= {0, 1}:
+    low, high = seen_run(counts) if counts else (0, 1)
+    if 0 <= low and high <= 1:
         classes = {0: f"not {head}", 1: head}
         ordinal = False
     else:
-        low, high = min(values), max(values)
         if CONVABUSE_SCALE[0] <= low and high <= CONVABUSE_SCALE[1]:  # the documented scale, whole
             low, high = CONVABUSE_SCALE
         classes = {i: str(v) for i, v in enumerate(range(low, high + 1))}
@@ -350,7 +399,7 @@ def read_lewidi(path: "str | Path", schema: "Schema | None" = None) -> Corpus:
     p = check_file(path)
     items = load_items(p)
     if schema is None:
-        schema = schema_of(items, name=corpus_name(p))
+        schema = _schema_or_error(items, p)
     if len(schema.heads) != 1:
         raise ValueError(f"a LeWiDi file has one label per item; schema {schema.name!r} has heads {schema.head_names}")
     head = schema.heads[0]
@@ -361,8 +410,10 @@ def read_lewidi(path: "str | Path", schema: "Schema | None" = None) -> Corpus:
     ann_label: list[int] = []
     problems: list[Problem] = []
     conversations = []
-    for number, (item_id, item) in enumerate(items.items(), start=1):
+    positions = _file_positions(items)
+    for item_id, item in items.items():
         item_id = str(item_id)
+        number = positions[item_id]
         turns, annotators, classes, final, faults = _check_item(item, head, values, item_id)
         if faults:
             problems.append(Problem(doc_id=item_id, reason="; ".join(r for _, r in faults),
@@ -387,6 +438,11 @@ def read_lewidi(path: "str | Path", schema: "Schema | None" = None) -> Corpus:
         ann_label.extend(classes)
         conversations.append({"doc_id": item_id, "persona": "", "n_utterances": len(turns), "n_pauses": 0,
                               "split": split, "n_annotations": len(classes)})
+    for number, item_id, first in items.repeated:
+        problems.append(Problem(doc_id=item_id, reason=f"item id {item_id!r} repeats the id of item {first} of the "
+                                f"file; the first is kept, this one set aside", field="item id", row=number,
+                                sent_id=item_id))
+    problems.sort(key=lambda problem: problem.row or 0)
     columns = ["doc_id", "sent_id", "position", "person_type", "text", final_column(head.name), "split", "other_info"]
     table = pd.DataFrame(rows, columns=columns)
     table[final_column(head.name)] = pd.array(table[final_column(head.name)].tolist(), dtype="Int64")
@@ -401,15 +457,30 @@ def read_lewidi(path: "str | Path", schema: "Schema | None" = None) -> Corpus:
                                                            "n_annotations"]),
         label_sequences=None,
         problems=problems,
-        n_read=len(items),
+        n_read=len(items) + len(items.repeated),
         record_kind="item",
         annotations=annotations,
     )
 
 
+def _file_positions(items: Items) -> dict[str, int]:
+    """Item id -> the item's position in the file (1-based, counting repeated ids too)."""
+    skipped = sorted(number for number, _, _ in items.repeated)
+    out: dict[str, int] = {}
+    number, j = 0, 0
+    for key in items:
+        number += 1
+        while j < len(skipped) and skipped[j] == number:
+            number += 1
+            j += 1
+        out[key] = number
+    return out
+
+
 def file_schema(path: "str | Path") -> Schema:
     """The schema a LeWiDi file implies (`schema_of` of its items, named after the corpus)."""
-    return schema_of(load_items(path), name=corpus_name(path))
+    p = check_file(path)
+    return _schema_or_error(load_items(p), p)
 
 
 def split_counts(corpus: Corpus) -> dict[str, int]:

@@ -14,11 +14,15 @@ annotators are published in. Columns:
 | `position`, `person_type`                | no       | order and speaker within the conversation       |
 
 Without `--schema`, the schema comes from the table: one head per `head` value (or one head
-`label`), classes 0..the largest label, language `und` (the fallback tokeniser).
+`label`), classes 0..the highest label of the run of consecutive labels around the most frequent
+one (`psyattrs.data.scales.seen_run`; at most `MAX_INFERRED_CLASSES`), language `und` (the
+fallback tokeniser). A label beyond that run (one `100000` or `1e9` among 0/1 labels) is an
+outlying value: its row is set aside, named, and the class count does not follow it.
 
 A rating row is set aside (one `Problem` naming the row, the item and the field) when its item or
-annotator id is empty, its label is not a class of its head, its head is not in the schema, or it
-repeats an (item, annotator, head) already read. `n_read == n_kept + len(problems)` counts rating
+annotator id is empty, its label is not a class of its head, its head is not in the schema, it
+repeats an (item, annotator, head) already read, or the CSV row itself is damaged (fewer fields
+than the header, a NUL byte, undecodable bytes: `read_table`'s `row_faults`, the one reason given). `n_read == n_kept + len(problems)` counts rating
 rows; the corpus is `record_kind="rating"`.
 """
 
@@ -31,6 +35,7 @@ import pandas as pd
 
 from psyattrs.data.annotations import make_annotations, vote_slots
 from psyattrs.data.io import LONG_ANNOTATOR_COLUMNS, LONG_ITEM_COLUMNS, check_file, read_table, require_columns
+from psyattrs.data.scales import MAX_INFERRED_CLASSES, seen_run
 from psyattrs.data.table import Corpus, Problem, normalize_table
 from psyattrs.errors import InputFileError
 from psyattrs.schema import UNKNOWN_LANGUAGE, Head, Schema
@@ -44,12 +49,21 @@ def _pick(columns, names: tuple[str, ...], path: Path, what: str) -> str:
     return names[0]  # pragma: no cover - require_columns raised
 
 
-def _infer_schema(heads: pd.Series, labels: np.ndarray, name: str) -> Schema:
+def _infer_schema(heads: pd.Series, labels: np.ndarray, name: str, path: Path) -> Schema:
+    """One head per head value, classes 0..K-1: K from the values seen, bounded (`seen_run`: the
+    run of consecutive labels around the most frequent one among 0..`MAX_INFERRED_CLASSES` - 1,
+    at least 2 classes). A label beyond the run is an outlying value: `read_long` sets its row
+    aside, it does not make classes."""
     found = []
     for head in dict.fromkeys(heads.tolist()):
         values = labels[(heads == head).to_numpy() & ~np.isnan(labels)]
-        values = values[(values >= 0) & (values == np.floor(values))]
-        k = max(2, int(values.max()) + 1 if len(values) else 2)
+        values = values[(values >= 0) & (values == np.floor(values)) & (values < MAX_INFERRED_CLASSES)]
+        uniques, counts = np.unique(values.astype(np.int64), return_counts=True)
+        try:
+            _, high = seen_run(dict(zip(uniques.tolist(), counts.tolist()))) if len(uniques) else (0, 1)
+        except ValueError as exc:
+            raise InputFileError(path, f"head {head!r}: {exc}", column="label") from None
+        k = max(2, high + 1)
         found.append(Head(str(head), {c: str(c) for c in range(k)}))
     return Schema(name=name, heads=tuple(found), language=UNKNOWN_LANGUAGE)
 
@@ -92,7 +106,7 @@ def read_long(path: "str | Path", schema: "Schema | None" = None) -> Corpus:
         raise InputFileError(p, f"schema {schema.name!r} has several heads {schema.head_names}: the table needs "
                                 "a 'head' column", column="head")
     if schema is None:
-        schema = _infer_schema(heads, labels, name=p.stem)
+        schema = _infer_schema(heads, labels, name=p.stem, path=p)
     faults: dict[int, list[tuple[str, str]]] = {}
 
     def add(mask: np.ndarray, field: str, reason) -> None:
@@ -107,10 +121,12 @@ def read_long(path: "str | Path", schema: "Schema | None" = None) -> Corpus:
     with np.errstate(invalid="ignore"):
         in_class = known & (labels >= 0) & (labels == np.floor(labels)) & (labels < n_classes)
     add(known & ~in_class, "label",
-        lambda r: f"label {df['label'].iloc[r]!r} is not a class of head {heads.iloc[r]!r} "
+        lambda r: f"label {str(df['label'].iloc[r])!r} is not a class of head {heads.iloc[r]!r} "
                   f"(0..{int(n_classes[r]) - 1})")
     dup = pd.DataFrame({"i": items, "w": workers, "h": heads}).duplicated(keep="first").to_numpy()
     add(dup, f"{item_col}, {who_col}", "a second rating of this item by this annotator")
+    for row, (reason, field) in (df.attrs.get("row_faults") or {}).items():  # cut short, NUL, undecodable
+        faults[int(row)] = [(field, reason)]  # that one reason: the row's other cells are not what was written
     bad = np.zeros(len(df), dtype=bool)
     bad[list(faults)] = True
     problems = [

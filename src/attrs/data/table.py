@@ -49,6 +49,9 @@ BASE_COLUMNS: tuple[str, ...] = (
     "is_pause",
     "text",
 )
+# the columns that name a sentence and hold its text: what a run's predictions artifact and its
+# model's input example carry of the table (those present)
+SENTENCE_COLUMNS: tuple[str, ...] = ("doc_id", "sent_id", "position", "person_type", "is_pause", "text")
 STR_DTYPE = pd.Series([], dtype=str).dtype
 """The dtype `astype(str)` gives (pandas' default text dtype)."""
 _STR_COLUMNS = ("doc_id", "sent_id", "person_type", "person_name", "person_id", "persona", "time", "text")
@@ -84,7 +87,8 @@ def labeler_ids(columns: Iterable[str], heads: Iterable[str] | None = None) -> l
 def labeler_columns(columns: Iterable[str], head: str) -> list[str]:
     """The `labeler{k}_{head}` columns of one head present in `columns`, ordered by k."""
     columns = list(columns)
-    return [labeler_column(k, head) for k in labeler_ids(columns, [head]) if labeler_column(k, head) in columns]
+    present = set(columns)  # a set: one look-up per column, not a scan of the list (quadratic in the slots)
+    return [labeler_column(k, head) for k in labeler_ids(columns, [head]) if labeler_column(k, head) in present]
 
 
 def labeler_matrix(df: pd.DataFrame, head: str) -> np.ndarray:

@@ -32,12 +32,10 @@ import yaml
 
 from psyattrs.errors import InputFileError
 from psyattrs.labels.aggregate import METHODS as RESOLVE_METHODS
+from psyattrs.models.base import CALIBRATIONS, CLASS_WEIGHTS, MODEL_KINDS
 
-MODEL_KINDS = ("majority", "tfidf", "tfidf_annotators", "lightgbm", "transformer", "ensemble")
 SPLIT_BY = ("doc", "persona")
 DATA_FORMATS = ("auto", "annotated", "generic", "lewidi", "long")
-CLASS_WEIGHTS = (None, "balanced")
-CALIBRATIONS = (None, "temperature", "platt")
 _SOURCE_GROUPS = (("path",), ("train", "valid", "test"), ("synthetic",))
 
 

@@ -1,10 +1,7 @@
-"""Everything MLflow-specific about experiment runs.
+"""Run logging: an MLflow run started, filled and ended (`start_run`, `Run`), and the runs listed.
 
-Where runs go: the config's `tracking.uri`, else the `MLFLOW_TRACKING_URI` environment variable,
-else `sqlite:///<repo>/mlflow/mlflow.db` with artifacts under `<repo>/mlflow/artifacts` (repo =
-the folder holding `pyproject.toml` above the installed package; the current folder when there is
-none). For any `sqlite:///.../NAME.db` store, a new experiment's artifacts go to an `artifacts`
-folder beside the database, never to the current folder.
+Where runs go is `psyattrs.experiments.store`; what a run read, and how to check it again, is
+`psyattrs.experiments.provenance`; the plots it logs are `psyattrs.experiments.figures`.
 
 What a run holds (`start_run` and the `Run` methods):
 
@@ -39,8 +36,6 @@ import logging
 import math
 import os
 import socket
-import subprocess
-import threading
 import time
 import tempfile
 import traceback
@@ -48,137 +43,19 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
-from urllib.parse import urlparse
 
 import numpy as np
 import pandas as pd
 
-from psyattrs.data.table import final_column
+from psyattrs.data.table import SENTENCE_COLUMNS, final_column
 import psyattrs.experiments.metrics as M
 from psyattrs.errors import Interrupted
 from psyattrs.experiments.config import ExperimentConfig
+from psyattrs.experiments.figures import calibration_figure, confusion_figure
+from psyattrs.experiments.provenance import git_commit
 from psyattrs.experiments.stopping import current_step, process_start, run_end, shielded, signals_interrupt
+from psyattrs.experiments.store import ensure_experiment, quiet_mlflow, resolve_tracking_uri, tracking_store
 from psyattrs.schema import Schema
-
-ENV_URI = "MLFLOW_TRACKING_URI"
-PREDICTION_COLUMNS = ("doc_id", "sent_id", "position", "person_type", "is_pause", "text")
-
-
-def repo_root() -> Path | None:
-    """The folder holding `pyproject.toml` above the package (a source checkout), or None."""
-    here = Path(__file__).resolve()
-    for folder in here.parents:
-        if (folder / "pyproject.toml").is_file():
-            return folder
-    return None
-
-
-def default_tracking_uri() -> str:
-    """`sqlite:///<repo>/mlflow/mlflow.db` (the current folder stands in for a missing repo)."""
-    root = repo_root() or Path.cwd()
-    return f"sqlite:///{(root / 'mlflow' / 'mlflow.db').as_posix()}"
-
-
-def resolve_tracking_uri(uri: str | None = None) -> str:
-    """The tracking URI a run uses: `uri` (the config's), else MLFLOW_TRACKING_URI, else the default."""
-    return uri or os.environ.get(ENV_URI) or default_tracking_uri()
-
-
-def artifact_root(uri: str) -> Path | None:
-    """For a `sqlite:///` store, the `artifacts` folder beside the database; None for other stores."""
-    parsed = urlparse(uri)
-    if parsed.scheme != "sqlite":
-        return None
-    path = Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
-    if path is None or str(path) in ("", ":memory:"):
-        return None
-    return path.parent / "artifacts"
-
-
-def _prepare_store(uri: str) -> None:
-    # creating a sqlite store logs two INFO lines per new database (table creation, migration)
-    for name in ("mlflow.store.db.utils", "alembic"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    root = artifact_root(uri)
-    if root is not None:
-        root.parent.mkdir(parents=True, exist_ok=True)
-
-
-@contextlib.contextmanager
-def tracking_store(uri: str | None = None) -> Iterator[str]:
-    """Points MLflow at the resolved store for the duration of the block, then restores it."""
-    import mlflow
-
-    resolved = resolve_tracking_uri(uri)
-    _prepare_store(resolved)
-    previous = mlflow.get_tracking_uri() if mlflow.is_tracking_uri_set() else None
-    mlflow.set_tracking_uri(resolved)
-    try:
-        yield resolved
-    finally:
-        mlflow.set_tracking_uri(previous)  # None unsets it (and the environment variable MLflow set)
-
-
-def ensure_experiment(name: str, uri: str) -> str:
-    """The id of experiment `name` in the current store, created (artifacts beside a sqlite db) if new."""
-    import mlflow
-
-    found = mlflow.get_experiment_by_name(name)
-    if found is not None:
-        if found.lifecycle_stage == "deleted":
-            raise ValueError(f"MLflow experiment {name!r} is deleted in {uri}; restore it or choose tracking.experiment")
-        return found.experiment_id
-    root = artifact_root(uri)
-    location = (root / _safe_name(name)).resolve().as_uri() if root is not None else None
-    return mlflow.create_experiment(name, artifact_location=location)
-
-
-def _safe_name(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name) or "experiment"
-
-
-def git_commit() -> tuple[str | None, bool | None]:
-    """(commit hash, whether the work tree has uncommitted changes) of the repo; (None, None) outside git."""
-    root = repo_root()
-    if root is None:
-        return None, None
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True,
-            timeout=10, check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None, None
-    return commit or None, bool(status.strip())
-
-
-CONVERSATIONS_ARTIFACT = "split_conversations.json"  # {"train": [digest, ...], "valid": [...]}
-
-
-@contextlib.contextmanager
-def quiet_mlflow(quiet: bool = True) -> Iterator[None]:
-    """Silences MLflow's info logging, its artifact progress bars and its warnings while active."""
-    if not quiet:
-        yield
-        return
-    logger = logging.getLogger("mlflow")
-    level = logger.level
-    previous = os.environ.get("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR")
-    logger.setLevel(logging.ERROR)
-    os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        logger.setLevel(level)
-        if previous is None:
-            os.environ.pop("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", None)
-        else:
-            os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = previous
 
 
 @dataclass
@@ -308,7 +185,7 @@ def predictions_frame(
         then per head `labeler_{head}` (final label, Int64), `pred_{head}` (int64) and
         `proba_{head}_{k}` (float64).
     """
-    out = table[[c for c in PREDICTION_COLUMNS if c in table.columns]].reset_index(drop=True).copy()
+    out = table[[c for c in SENTENCE_COLUMNS if c in table.columns]].reset_index(drop=True).copy()
     for head in schema:
         column = final_column(head.name)
         out[column] = table[column].reset_index(drop=True) if column in table else pd.array([pd.NA] * len(table), "Int64")
@@ -317,59 +194,6 @@ def predictions_frame(
         for k in head.values:
             out[f"proba_{head.name}_{k}"] = p[:, k]
     return out
-
-
-def _grid(n: int):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    cols = min(3, n)
-    rows = -(-n // cols)
-    fig = Figure(figsize=(4.2 * cols, 3.8 * rows), layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(rows, cols, squeeze=False).ravel()
-    for ax in axes[n:]:
-        ax.set_visible(False)
-    return fig, axes
-
-
-def confusion_figure(table: pd.DataFrame, schema: Schema, predicted: Mapping[str, np.ndarray] | pd.DataFrame):
-    """One confusion matrix per head (rows: final label, columns: predicted; shade = row share)."""
-    fig, axes = _grid(len(schema))
-    for ax, head in zip(axes, schema):
-        counts = M.confusion(table, head, predicted[head.name])
-        shares = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
-        ax.imshow(shares, cmap="Blues", vmin=0, vmax=1)
-        for (i, j), n in np.ndenumerate(counts):
-            ax.text(j, i, str(n), ha="center", va="center", color="white" if shares[i, j] > 0.5 else "black")
-        ax.set_xticks(head.values)
-        ax.set_yticks(head.values)
-        ax.set_xlabel("predicted")
-        ax.set_ylabel("final label")
-        ax.set_title(head.name)
-    return fig
-
-
-def calibration_figure(table: pd.DataFrame, schema: Schema, proba: Mapping[str, np.ndarray]):
-    """One reliability diagram per head (top-label confidence against accuracy, with the ECE)."""
-    fig, axes = _grid(len(schema))
-    keep = M.evaluable(table)
-    for ax, head in zip(axes, schema):
-        column = final_column(head.name)
-        final = pd.to_numeric(table[column], errors="coerce").to_numpy(dtype=float, na_value=np.nan) if column in table else np.full(len(table), np.nan)
-        rows = keep & ~np.isnan(final)
-        y, p = final[rows].astype(int), np.asarray(proba[head.name])[rows]
-        bins = M.calibration_bins(y, p)
-        used = bins[bins["count"] > 0]
-        ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1)
-        ax.plot(used["confidence"], used["accuracy"], marker="o")
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1)
-        ax.set_xlabel("confidence")
-        ax.set_ylabel("accuracy")
-        ece = M.expected_calibration_error(y, p)
-        ax.set_title(f"{head.name}  ECE {ece:.3f}" if not math.isnan(ece) else f"{head.name}  (no labelled rows)")
-    return fig
 
 
 def pip_requirements(model: Any = None) -> list[str]:
@@ -592,94 +416,6 @@ def close_abandoned(*, tracking_uri: str | None = None, experiment: str | None =
     return closed
 
 
-# ------------------------------------------------------------------------ the data a run read
-
-DATA_FILES_ARTIFACT = "data_files.json"
-_inputs = threading.local()
-
-
-class ChangedDataWarning(UserWarning):
-    """`evaluate` was told to score data that differs from what the run was trained on."""
-
-
-def file_sha256(path: "str | Path") -> str:
-    """The SHA-256 of a file's bytes (read in 1 MiB blocks)."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def note_input_file(path: "str | Path", encoding: str | None) -> None:
-    """Records, in the active run (if any), a data file it read: its path, size, SHA-256 and text
-    encoding (artifact `data_files.json`, tag `psyattrs.encoding`); `evaluate` checks them."""
-    import mlflow
-
-    active = mlflow.active_run()
-    if active is None:
-        return
-    p = Path(path).resolve()
-    files = getattr(_inputs, "files", {})
-    if getattr(_inputs, "files_run", None) != active.info.run_id:
-        files = {}
-    files[str(p)] = {"path": str(p), "size": p.stat().st_size, "sha256": file_sha256(p), "encoding": encoding}
-    _inputs.files, _inputs.files_run = files, active.info.run_id
-    mlflow.log_dict({"files": list(files.values())}, DATA_FILES_ARTIFACT)
-    encodings = sorted({f"{Path(f['path']).name}={f['encoding'] or 'parquet'}" for f in files.values()})
-    mlflow.set_tag("psyattrs.encoding", encodings[0].split("=", 1)[1] if len(encodings) == 1 else "; ".join(encodings))
-
-
-def _dataset_inputs(run) -> dict[str, Any]:
-    """What a run logged about its data: `files` (from `data_files.json`, None when absent) and
-    `digests` ({context: MLflow dataset digest})."""
-    import mlflow
-    from mlflow.exceptions import MlflowException
-
-    try:
-        files = mlflow.artifacts.load_dict(f"{run.info.artifact_uri}/{DATA_FILES_ARTIFACT}")["files"]
-    except (MlflowException, OSError, KeyError, TypeError):
-        files = None
-    digests = {}
-    for item in getattr(run.inputs, "dataset_inputs", None) or []:
-        context = next((t.value for t in item.tags if t.key == "mlflow.data.context"), None)
-        if context:
-            digests[context] = item.dataset.digest
-    return {"files": files, "digests": digests}
-
-
-def changed_data(extras: Mapping[str, Any], test: pd.DataFrame | None = None) -> list[str]:
-    """How the data a run was trained on differs from what is on disk now (empty when it does not).
-
-    Compares each recorded file's SHA-256 with the file's bytes now; for a run without recorded
-    files (older runs, synthetic data), compares the digest of the rebuilt `test` split with the
-    logged test dataset digest.
-    """
-    files = extras.get("inputs", {}).get("files")
-    changes = []
-    if files:
-        for f in files:
-            p = Path(f["path"])
-            if not p.is_file():
-                changes.append(f"{p} no longer exists")
-            elif p.stat().st_size != f["size"] or file_sha256(p) != f["sha256"]:
-                changes.append(f"{p} has changed since the run read it (sha256 {f['sha256'][:12]} then, "
-                               f"{file_sha256(p)[:12]} now)")
-        return changes
-    logged = extras.get("inputs", {}).get("digests", {}).get("test")
-    if logged and test is not None:
-        import mlflow
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            now = mlflow.data.from_pandas(test).digest
-        if now != logged:
-            changes.append(f"the rebuilt test split differs from the one the run logged (digest {logged} then, {now} now)")
-    return changes
-
-
 def _record_failure(exc: BaseException) -> None:
     import mlflow
 
@@ -691,54 +427,3 @@ def _record_failure(exc: BaseException) -> None:
         warnings.warn(f"could not record the failure in MLflow: {logging_error}", stacklevel=3)
 
 
-def load_run_config(run_id: str, *, tracking_uri: str | None = None) -> tuple[ExperimentConfig, dict[str, Any]]:
-    """The resolved config and the floor prior logged by a run (for `evaluate`).
-
-    Returns:
-        (config, extras) where extras holds `floor_prior` (head -> list of probabilities, or None),
-        `schema` (the run's heads as `Schema.to_dict` wrote them, or None for older runs),
-        `training_conversations` (`train`/`valid` -> conversation digests the model was fitted
-        or tuned on, see `CONVERSATIONS_ARTIFACT`; None for older runs), `status`, `role`,
-        `model_uri` (`runs:/<id>/model`), `tracking_uri`, `end` (`run_end`) and `inputs` (`files`
-        recorded by `note_input_file` or None, `digests` by dataset context).
-
-    Raises:
-        ValueError: no such run in the store, or the run has no `config.yaml` (for a run that did
-            not finish, the message says how it ended).
-    """
-    import mlflow
-    from mlflow.exceptions import MlflowException
-
-    with tracking_store(tracking_uri) as uri, quiet_mlflow():
-        try:
-            run = mlflow.get_run(run_id)
-        except MlflowException:
-            raise ValueError(f"no MLflow run {run_id!r} in {uri}") from None
-        try:
-            text = mlflow.artifacts.load_text(f"{run.info.artifact_uri}/config.yaml")
-        except (MlflowException, OSError):
-            if run.info.status != "FINISHED":  # killed before the config was logged: say how it ended
-                raise ValueError(f"run {run_id} {run_end(run.info.status, run.data.tags)} and logged no config.yaml; "
-                                 "only a FINISHED run can be evaluated") from None
-            raise ValueError(f"run {run_id!r} has no config.yaml artifact; was it made by psyattrs train?") from None
-        try:
-            prior = mlflow.artifacts.load_dict(f"{run.info.artifact_uri}/floor_prior.json")
-        except (MlflowException, OSError):
-            prior = None
-        try:
-            schema = mlflow.artifacts.load_dict(f"{run.info.artifact_uri}/schema.json")
-        except (MlflowException, OSError):  # a run from before the artifact existed
-            schema = None
-        try:
-            seen = mlflow.artifacts.load_dict(f"{run.info.artifact_uri}/{CONVERSATIONS_ARTIFACT}")
-        except (MlflowException, OSError):  # a run from before the artifact existed
-            seen = None
-        inputs = _dataset_inputs(run)
-    import yaml
-
-    config = ExperimentConfig.from_dict(yaml.safe_load(text), source=f"run {run_id} config.yaml")
-    extras = {"floor_prior": prior, "schema": schema, "training_conversations": seen, "status": run.info.status,
-              "role": run.data.tags.get("psyattrs.role", "single"),
-              "model_uri": f"runs:/{run_id}/model", "tracking_uri": uri,
-              "end": run_end(run.info.status, run.data.tags), "inputs": inputs}
-    return config, extras

@@ -40,6 +40,7 @@ import scipy.sparse as sp
 from psyattrs.data.annotations import slot_annotators
 from psyattrs.data.table import labeler_column
 from psyattrs.models.base import class_weight_vector, expand_soft_targets, target_prior
+from psyattrs.models.logistic import fit_logistic
 from psyattrs.models.tfidf import TfidfModel, check_positive, make_featurizer
 
 STATE_FILE = "tfidf_annotators.joblib"
@@ -101,8 +102,6 @@ class AnnotatorHead:
 
     def fit(self, X: sp.csr_matrix, targets: np.ndarray, annotators: list[tuple[str, ...]],
             ratings: list[tuple[int, ...]]) -> "AnnotatorHead":
-        from sklearn.linear_model import LogisticRegression
-
         targets = np.asarray(targets, dtype=float)
         has_target = ~np.isnan(targets).all(axis=1)
         rated = np.array([bool(has_target[i]) and len(r) > 0 and len(r) == len(annotators[i])
@@ -132,14 +131,9 @@ class AnnotatorHead:
         mass = np.zeros((1, self.n_classes))
         np.add.at(mass[0], labels, weights)
         weights = weights * class_weight_vector(mass, self.class_weight)[labels]
-        self.estimator_ = None
         self.constant_ = target_prior(mass if mass.sum() > 0 else targets)
-        if len(np.unique(labels)) < 2:
-            return self
-        self.estimator_ = LogisticRegression(
-            C=self.C, solver="newton-cg", max_iter=self.max_iter, tol=1e-4, random_state=self.seed
-        )
-        self.estimator_.fit(self._design(X[rows], cols), labels, sample_weight=weights)
+        self.estimator_ = fit_logistic(lambda: self._design(X[rows], cols), labels, weights, C=self.C,
+                                       max_iter=self.max_iter, tol=1e-4, seed=self.seed)
         return self
 
     def _design(self, X: sp.csr_matrix, cols: np.ndarray) -> sp.csr_matrix:

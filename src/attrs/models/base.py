@@ -56,6 +56,7 @@ KINDS: dict[str, str] = {
     "transformer": "psyattrs.models.transformer.model:TransformerModel",
     "ensemble": "psyattrs.models.ensemble:EnsembleModel",
 }
+MODEL_KINDS: tuple[str, ...] = tuple(KINDS)  # the `model.kind` values a config may name
 _ROW_SUM_TOLERANCE = 1e-6
 
 

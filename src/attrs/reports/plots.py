@@ -1,19 +1,15 @@
-"""Figures of the run report and of the conversation analysis (matplotlib `Figure`s, no pyplot
-state, so they are safe to build anywhere and never open a window).
-
-`figure_png(fig)` renders one to PNG bytes for embedding. The confusion and calibration grids are
-the ones every run logs (`psyattrs.experiments.tracking`), drawn again from its predictions.
+"""Figures of the conversation analysis (`psyattrs.reports.analyze`), and, for notebooks, the
+run figures of `psyattrs.experiments.figures` under their old names (matplotlib `Figure`s, no
+pyplot state, so they are safe to build anywhere and never open a window).
 """
 
 from __future__ import annotations
 
-import io
-from typing import Mapping
-
 import numpy as np
 import pandas as pd
 
-from psyattrs.experiments.tracking import calibration_figure, confusion_figure
+from psyattrs.experiments.figures import (calibration_figure, confusion_figure, figure_png, head_metrics_figure,
+                                          learning_curves_figure, new_figure)
 
 __all__ = [
     "calibration_figure",
@@ -24,63 +20,6 @@ __all__ = [
     "learning_curves_figure",
     "new_figure",
 ]
-
-
-def new_figure(width: float, height: float, rows: int = 1, cols: int = 1):
-    """A constrained-layout Figure with an Agg canvas and its axes (an array when rows*cols > 1)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(rows, cols, squeeze=rows * cols == 1)
-    return fig, axes
-
-
-def figure_png(fig, *, dpi: int = 96) -> bytes:
-    """The figure as PNG bytes."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi)
-    return buffer.getvalue()
-
-
-def head_metrics_figure(summary: pd.DataFrame, *, metric: str = "macro_f1"):
-    """Bars per head: the model's `metric` beside the majority floor and the human ceiling.
-
-    Args:
-        summary: `psyattrs.experiments.metrics.summary_table` (columns `head`, `macro_f1`,
-            `floor_macro_f1`, `ceiling_macro_f1`, ...).
-        metric: the model column; `floor_{metric}` and `ceiling_{metric}` are drawn where present.
-    """
-    heads = summary["head"].tolist()
-    x = np.arange(len(heads))
-    fig, ax = new_figure(max(6.0, 1.0 * len(heads)), 3.2)
-    series = [(metric, "model"), (f"floor_{metric}", "majority floor"), (f"ceiling_{metric}", "human ceiling")]
-    series = [(c, label) for c, label in series if c in summary]
-    width = 0.8 / len(series)
-    for i, (column, label) in enumerate(series):
-        values = pd.to_numeric(summary[column], errors="coerce").fillna(0.0).to_numpy()
-        ax.bar(x + (i - (len(series) - 1) / 2) * width, values, width=width, label=label)
-    ax.set_xticks(x, heads)
-    ax.set_ylim(0, 1)
-    ax.set_ylabel(f"test {metric.replace('_', '-')}")
-    ax.legend(fontsize=8, ncols=len(series), loc="upper center", bbox_to_anchor=(0.5, 1.18), frameon=False)
-    return fig
-
-
-def learning_curves_figure(histories: Mapping[str, pd.DataFrame]):
-    """One line per metric over its steps (epochs).
-
-    Args:
-        histories: metric name -> DataFrame with `step` and `value`.
-    """
-    fig, ax = new_figure(6.0, 3.2)
-    for name, frame in histories.items():
-        ax.plot(frame["step"], frame["value"], marker="o", markersize=3, label=name)
-    ax.set_xlabel("step (epoch)")
-    ax.set_ylabel("value")
-    ax.legend(fontsize=8)
-    return fig
 
 
 def effects_figure(effects: pd.DataFrame, *, title: str):

@@ -411,7 +411,7 @@ def _run_chunks(source, predictor, manifest: dict[str, Any], out: Path, rejects_
     import time
 
     from psyattrs._runtime import on_terminal, progress_bar
-    from psyattrs.features.text import clear_tokenizer_cache
+    from psyattrs.features.tokenizers import clear_tokenizer_cache
 
     counts = manifest["counts"]
     started, written_now = time.perf_counter(), 0

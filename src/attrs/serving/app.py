@@ -275,7 +275,7 @@ class ScoringApp:
 
     def predict_json(self, table: Any) -> bytes:
         """The prediction records of a checked table as JSON objects joined by commas (no brackets)."""
-        from psyattrs.features.text import clear_tokenizer_cache, tokenizer_cache_info
+        from psyattrs.features.tokenizers import clear_tokenizer_cache, tokenizer_cache_info
 
         try:
             out = predict_table(self.model, self.schema, table, require_text=True)

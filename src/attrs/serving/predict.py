@@ -106,7 +106,7 @@ def _load_uri(uri: str, tracking_uri: str | None) -> tuple[Any, Schema]:
     import mlflow
     from mlflow.exceptions import MlflowException
 
-    from psyattrs.experiments.tracking import quiet_mlflow, tracking_store
+    from psyattrs.experiments.store import quiet_mlflow, tracking_store
 
     with tracking_store(tracking_uri) as store, quiet_mlflow():
         try:
@@ -127,7 +127,7 @@ def _load_folder(folder: Path) -> tuple[Any, Schema]:
     if (folder / "MLmodel").is_file():
         import mlflow
 
-        from psyattrs.experiments.tracking import quiet_mlflow
+        from psyattrs.experiments.store import quiet_mlflow
 
         with quiet_mlflow():
             return _from_pyfunc(mlflow.pyfunc.load_model(str(folder)), str(folder))
@@ -342,7 +342,7 @@ class Predictor:
         model: a model URI (`models:/NAME@ALIAS`, `runs:/RUN_ID/model`, ...), a local model folder,
             or a loaded model.
         tracking_uri: the MLflow store that URIs refer to; None = MLFLOW_TRACKING_URI, else the
-            project's store (`psyattrs.experiments.tracking.default_tracking_uri`).
+            project's store (`psyattrs.experiments.store.default_tracking_uri`).
 
     Attributes:
         model: the fitted multi-head model.

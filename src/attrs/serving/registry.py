@@ -139,7 +139,8 @@ def register(
     import mlflow
     from mlflow.exceptions import MlflowException
 
-    from psyattrs.experiments.tracking import quiet_mlflow, run_end, tracking_store
+    from psyattrs.experiments.stopping import run_end
+    from psyattrs.experiments.store import quiet_mlflow, tracking_store
 
     run_id, source = model_source(run)
     name = _check_name(name)
@@ -206,7 +207,7 @@ def set_alias(name: str, alias: str, version: int, *, tracking_uri: str | None =
     import mlflow
     from mlflow.exceptions import MlflowException
 
-    from psyattrs.experiments.tracking import quiet_mlflow, tracking_store
+    from psyattrs.experiments.store import quiet_mlflow, tracking_store
 
     name = _check_name(name)
     (alias,) = _aliases(alias)
@@ -231,7 +232,7 @@ def resolve_alias(name: str, alias: str = DEFAULT_ALIAS, *, tracking_uri: str | 
     import mlflow
     from mlflow.exceptions import MlflowException
 
-    from psyattrs.experiments.tracking import quiet_mlflow, tracking_store
+    from psyattrs.experiments.store import quiet_mlflow, tracking_store
 
     with tracking_store(tracking_uri) as uri, quiet_mlflow():
         client = mlflow.MlflowClient(tracking_uri=uri, registry_uri=uri)

@@ -75,7 +75,7 @@ def check_model_uri(model: str, *, tracking_uri: str | None = None) -> str:
     import mlflow
     from mlflow.exceptions import MlflowException
 
-    from psyattrs.experiments.tracking import quiet_mlflow, tracking_store
+    from psyattrs.experiments.store import quiet_mlflow, tracking_store
 
     if not isinstance(model, str) or not model.strip():
         raise ValueError(f"--model must be a models:/ or runs:/ URI or an MLflow model folder, got {model!r}")
@@ -149,7 +149,7 @@ def bind_port(port: int) -> socket.socket:
 def server_environment(tracking_uri: str | None = None) -> dict[str, str]:
     """The child's environment: ours, with MLFLOW_TRACKING_URI resolved and this environment's
     scripts (uvicorn) first on PATH."""
-    from psyattrs.experiments.tracking import ENV_URI, resolve_tracking_uri
+    from psyattrs.experiments.store import ENV_URI, resolve_tracking_uri
 
     env = dict(os.environ)
     env[ENV_URI] = resolve_tracking_uri(tracking_uri)
@@ -370,7 +370,7 @@ def serve(
     Raises:
         ValueError: bad settings, a model URI that does not resolve, a port in use.
     """
-    from psyattrs.experiments.tracking import ENV_URI, resolve_tracking_uri
+    from psyattrs.experiments.store import ENV_URI, resolve_tracking_uri
 
     check_settings(port=port, workers=workers, timeout=timeout, max_body_mb=max_body_mb)
     model = check_model_uri(model, tracking_uri=tracking_uri)

@@ -118,7 +118,7 @@ def annotate_spark(
     import mlflow
     from pyspark.sql import functions as F
 
-    from psyattrs.experiments.tracking import quiet_mlflow, tracking_store
+    from psyattrs.experiments.store import quiet_mlflow, tracking_store
 
     missing = [c for c in NEEDED_COLUMNS if c not in df.columns]
     if missing:

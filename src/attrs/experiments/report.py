@@ -9,11 +9,9 @@ the resolved config. Plots are embedded PNGs (`data:` URIs); the page has no scr
 nothing from anywhere, so it opens offline, from the MLflow UI (artifact `report/report.html`)
 or from a file.
 
-`log_run_report(run_id)` builds it and logs it into the run; `write_run_report` also writes it
-to a file. `train(config)` trains a config (`psyattrs.experiments.train`) and logs its report:
-it is `psyattrs.train`, and the `psyattrs train` command uses it, so every run trained from the
-command line or the public API has its report. (The experiments layer itself does not know of
-reports: it sits below them.)
+`log_run_report(run_id)` builds it and logs it into the run (and, with `out`, also writes it to a
+file). `psyattrs.experiments.train` calls it as its last step, once the run has ended, so every run
+trained from the command line or the public API has its report; `psyattrs report` (re)builds it.
 """
 
 from __future__ import annotations
@@ -21,20 +19,20 @@ from __future__ import annotations
 import base64
 import html
 import math
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
 
+from psyattrs.experiments import figures as plots
 from psyattrs.experiments import metrics as M
-from psyattrs.experiments.config import ExperimentConfig, load_config
-from psyattrs.experiments.runner import TrainResult, run_schema, train as train_run
-from psyattrs.experiments.tracking import load_run_config, quiet_mlflow, tracking_store
-from psyattrs.reports import plots
+from psyattrs.experiments.config import ExperimentConfig
+from psyattrs.experiments.dataset import run_schema
+from psyattrs.experiments.provenance import load_run_config
+from psyattrs.experiments.store import quiet_mlflow, tracking_store
 from psyattrs.schema import Schema
 
 REPORT_ARTIFACT = "report/report.html"
@@ -246,39 +244,3 @@ def log_run_report(run_id: str, *, tracking_uri: str | None = None, out: "str | 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page, encoding="utf-8")
     return path
-
-
-def train(
-    config: "ExperimentConfig | str | Path",
-    overrides: "Mapping[str, Any] | Iterable[str] | None" = None,
-    *,
-    quiet: bool = False,
-    report: bool = True,
-) -> TrainResult:
-    """Trains one experiment and logs its run report (`psyattrs.train`).
-
-    Args:
-        config: a resolved `ExperimentConfig` (without a sweep) or an experiment YAML path.
-        overrides: `key=value` strings or a mapping, applied when `config` is a path.
-        quiet: no progress display.
-        report: log the run report (`report/report.html`); a report that cannot be built is a
-            warning on standard error, never a lost run.
-
-    Returns:
-        The `TrainResult` (`psyattrs.experiments.TrainResult`).
-
-    Raises:
-        ValueError, InputFileError: as `psyattrs.experiments.train`.
-    """
-    if not isinstance(config, ExperimentConfig):
-        config = load_config(config, overrides)
-    elif overrides:
-        raise ValueError("overrides apply to a config file; pass them to load_config for a loaded config")
-    result = train_run(config, quiet=quiet)
-    if report and result.run_id:  # no run id: a torchrun process of rank > 0 (rank 0 logs the run)
-        try:
-            log_run_report(result.run_id, tracking_uri=result.tracking_uri)
-        except Exception as exc:  # noqa: BLE001 - the trained run must survive a failing report
-            print(f"psyattrs: warning: run {result.run_id}: the run report was not logged: "
-                  f"{type(exc).__name__}: {exc}", file=sys.stderr)
-    return result
