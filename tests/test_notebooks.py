@@ -13,6 +13,8 @@ EXPECTED = {
     "03_errors.ipynb": ["test sentences from", "=== empathy:", "labelers gave"],
     "04_personaldialog.ipynb": ["trained on the Korean synthetic OPELA corpus", "records read 30 = annotated 30",
                                 "spread of the predictions"],
+    "05_what_to_annotate_next.ipynb": ["labelers ranked by quality: ['labeler1', 'labeler2', 'labeler3']",
+                                       "wrong consensus labels:", "next 8 sentences (combined)"],
 }
 
 

@@ -14,7 +14,7 @@ from typing import Sequence
 
 from psyattrs._version import __version__
 from psyattrs.errors import InputFileError, OutputFileError, PsyattrsWarning
-from psyattrs.cli import data_align, data_validate, data_stats, data_synth, labels_resolve
+from psyattrs.cli import data_align, data_validate, data_stats, data_synth, labels_next, labels_quality, labels_resolve
 from psyattrs.cli import evaluate as evaluate_cmd, train as train_cmd
 from psyattrs.cli import annotate as annotate_cmd, predict as predict_cmd, register as register_cmd, serve as serve_cmd
 from psyattrs.cli import analyze as analyze_cmd, report as report_cmd, runs as runs_cmd
@@ -40,9 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
     data_synth.register(data_cmds)
     data_align.register(data_cmds)
 
-    labels = groups.add_parser("labels", help="resolve final labels from the labelers' labels")
+    labels = groups.add_parser("labels", help="resolve final labels, score label quality, choose what to label next")
     labels_cmds = labels.add_subparsers(dest="command", required=True, parser_class=_Parser)
     labels_resolve.register(labels_cmds)
+    labels_quality.register(labels_cmds)
+    labels_next.register(labels_cmds)
 
     train_cmd.register(groups)
     evaluate_cmd.register(groups)
