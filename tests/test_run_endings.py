@@ -48,7 +48,8 @@ def _start_training(tmp_path: Path) -> tuple[subprocess.Popen, str]:
     return proc, uri
 
 
-def _wait_for_running_run(proc: subprocess.Popen, uri: str, timeout: float = 120.0) -> str:
+def _wait_for_running_run(proc: subprocess.Popen, uri: str, timeout: float = 120.0, *, param: str | None = None) -> str:
+    """The id of the run `proc` started, once it is RUNNING with its pid (and `param`, when given, logged)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -56,7 +57,8 @@ def _wait_for_running_run(proc: subprocess.Popen, uri: str, timeout: float = 120
         experiment = _client(uri).get_experiment_by_name("signals")
         if experiment is not None:
             runs = _client(uri).search_runs([experiment.experiment_id])
-            if runs and runs[0].info.status == "RUNNING" and "psyattrs.pid" in runs[0].data.tags:
+            if (runs and runs[0].info.status == "RUNNING" and "psyattrs.pid" in runs[0].data.tags
+                    and (param is None or param in runs[0].data.params)):
                 return runs[0].info.run_id
         time.sleep(0.2)
     proc.kill()
@@ -66,8 +68,10 @@ def _wait_for_running_run(proc: subprocess.Popen, uri: str, timeout: float = 120
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_a_stop_signal_ends_the_run_killed_with_a_note(tmp_path, sig):
     proc, uri = _start_training(tmp_path)
-    run_id = _wait_for_running_run(proc, uri)
-    time.sleep(0.5)  # inside a step
+    # the run logs features.language just before its first step begins: waiting for it (not for a
+    # fixed time after the run appears) keeps a loaded machine from signalling before the step
+    run_id = _wait_for_running_run(proc, uri, param="features.language")
+    time.sleep(0.5)  # inside the step: building 4000 synthetic dialogues takes seconds
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + sig, (out, err)
@@ -167,3 +171,109 @@ def test_the_encoding_and_digest_of_the_data_are_logged_with_the_run(tmp_path):
         logged = mlflow.artifacts.load_dict(f"{run.info.artifact_uri}/data_files.json")["files"]
     assert logged == [{"path": str(path.resolve()), "size": path.stat().st_size, "sha256": file_sha256(path),
                        "encoding": "cp949"}]
+
+
+# ----------------------------------------------------------------------------------------------
+# a stop signal once the model is logged (issue 26.9): the run and its report finish, the run id
+# is printed, the command stops with 128 + N; a second signal stops at once, the run id printed
+
+
+def test_a_signal_after_the_model_is_logged_is_deferred_once():
+    from psyattrs.errors import Interrupted
+    from psyattrs.experiments.stopping import finish_once_logged, model_logged
+
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        pytest.skip("SIGTERM has a handler here")
+
+    def deliver() -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)  # the handler runs in the main thread at the next bytecode
+
+    with finish_once_logged() as late:
+        with pytest.raises(Interrupted):
+            deliver()  # before the model is logged: at once, as before
+        model_logged("run-a")
+        deliver()  # deferred: the step in hand goes on
+        assert late.signum == signal.SIGTERM and late.run_id == "run-a"
+    with pytest.raises(Interrupted) as info:
+        with finish_once_logged():
+            model_logged("run-b")
+            deliver()
+            deliver()  # the second stops at once
+    assert info.value.run_id == "run-b"
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+_SIGNAL_IN_REPORT = """
+import os, signal, sys
+import psyattrs.experiments.runner as runner
+from psyattrs.cli import main
+
+original = runner.log_run_report
+
+def log_run_report(*args, **kwargs):  # a stop signal arrives during the report phase
+    os.kill(os.getpid(), signal.{sig})
+    return original(*args, **kwargs)
+
+runner.log_run_report = log_run_report
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_signal_during_the_report_finishes_the_run_and_prints_its_id(tmp_path, sig):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    hangup = signal.signal(signal.SIGHUP, signal.SIG_DFL)  # see _start_training
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _SIGNAL_IN_REPORT.replace("{sig}", sig.name), "train", str(EXPERIMENTS / "majority.yaml"),
+             "--quiet", "--set", "data.synthetic.dialogues=8", "--set", f"tracking.uri={uri}",
+             "--set", "tracking.experiment=late"],
+            capture_output=True, text=True, env=env, timeout=600,
+        )  # fmt: skip
+    finally:
+        signal.signal(signal.SIGHUP, hangup)
+    # before: exit 143/129 with no output and no report, though the model was logged
+    assert proc.returncode == 128 + sig, (proc.stdout, proc.stderr)
+    run_id = proc.stdout.strip().splitlines()[-1]
+    run = _client(uri).get_run(run_id)
+    assert run.info.status == "FINISHED"
+    artifacts = [a.path for a in _client(uri).list_artifacts(run_id, "report")]
+    assert "report/report.html" in artifacts
+    assert f"{sig.name} received after run {run_id} logged its model" in proc.stderr
+    assert f"interrupted by {sig.name}; run {run_id} finished, its model and report logged" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_report_on_a_run_that_never_finished_says_so_in_the_words_of_runs(tmp_path, capsys):
+    """Issue 26.11: `report` on a run left RUNNING by kill -9 showed RUNNING."""
+    import socket
+
+    import mlflow
+
+    from psyattrs.experiments.config import load_config
+    from psyattrs.experiments.stopping import run_end
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(gone.stdout)  # a process that has ended, as one killed with kill -9 has
+    client = _client(uri)
+    experiment = client.create_experiment("never", artifact_location=(tmp_path / "artifacts").as_uri())
+    tags = {"psyattrs.pid": str(pid), "psyattrs.pid_start": "1", "psyattrs.host": socket.gethostname(),
+            "psyattrs.role": "single"}
+    run = client.create_run(experiment, tags=tags, run_name="never")
+    client.log_text(run.info.run_id, load_config(EXPERIMENTS / "majority.yaml").to_yaml(), "config.yaml")
+    end = run_end("RUNNING", tags)
+    assert end.startswith("never finished")
+
+    assert main(["report", "--run", run.info.run_id, "--tracking-uri", uri, "--out", str(tmp_path / "r.html")]) == 0
+    said = capsys.readouterr().out
+    assert f"run {run.info.run_id}: {end}" in said
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert f"this run did not finish: {end}" in page
+    assert main(["runs", "--tracking-uri", uri]) == 0
+    assert "never finished" in capsys.readouterr().out
+    assert client.get_run(run.info.run_id).info.status == "RUNNING"

@@ -420,6 +420,63 @@ def test_cli_serve_unknown_model_exits_2(tiny_model, capsys):
     assert code == 2 and "nobody" in err and "serving" not in out
 
 
+def _asgi_post_json(app, payload: dict) -> tuple[int, bytes]:
+    """Status and raw body of a POST /invocations sent to the ASGI app in-process."""
+    import asyncio
+
+    messages = [{"type": "http.request", "body": json.dumps(payload).encode(), "more_body": False}]
+    sent = []
+
+    async def receive():
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/invocations", "raw_path": b"/invocations",
+             "query_string": b"", "headers": [(b"content-type", b"application/json")], "http_version": "1.1",
+             "scheme": "http", "server": ("127.0.0.1", 1), "client": ("127.0.0.1", 2), "root_path": ""}
+    asyncio.run(app(scope, receive, send))
+    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+
+
+@pytest.mark.parametrize("record, fragment", [
+    ({"doc_id": "c1", "text": "안녕", "position": 1e20}, "column 'position': row 0 is out of range"),
+    ({"doc_id": "c1", "text": "안녕", "position": 9223372036854775807}, "column 'position': row 0 is out of range"),
+    ({"doc_id": "c1", "text": "안녕", "turn": 1e30}, "column 'turn': row 0 is out of range"),
+], ids=["position-1e20", "position-int64-max", "turn-1e30"])
+def test_absurd_numbers_get_400_naming_the_field(record, fragment):
+    from psyattrs.serving.app import ScoringApp
+
+    # 1e20 was a 500 (OverflowError), int64-max a 200 with sent_id c1_-9223372036854775808,
+    # 1e30 a 200 whose body stopped after '{"predictions": ['
+    status, body = _asgi_post_json(ScoringApp(model=None, schema=None).app, {"dataframe_records": [record]})
+    assert status == 400, (status, body)
+    assert fragment in json.loads(body)["message"]
+
+
+def test_a_fault_while_predicting_is_a_500_never_a_200_cut_short(monkeypatch):
+    from psyattrs.serving.app import ScoringApp
+
+    scoring = ScoringApp(model=None, schema=None, chunk_rows=1)
+    calls = []
+
+    def predict_json(table):
+        calls.append(len(table))
+        if len(calls) == 2:
+            raise RuntimeError("the model failed on the second chunk")
+        return json.dumps({"doc_id": table["doc_id"].iloc[0]}).encode()
+
+    monkeypatch.setattr(scoring, "predict_json", predict_json)
+    records = [{"doc_id": f"c{i}", "text": "안녕"} for i in range(3)]
+    status, body = _asgi_post_json(scoring.app, {"dataframe_records": records})
+    assert status == 500 and "internal error" in json.loads(body)["message"], (status, body)
+    calls.clear()
+    monkeypatch.setattr(scoring, "predict_json", lambda table: json.dumps({"doc_id": table["doc_id"].iloc[0]}).encode())
+    status, body = _asgi_post_json(scoring.app, {"dataframe_records": records})
+    assert status == 200 and json.loads(body) == {"predictions": [{"doc_id": f"c{i}"} for i in range(3)]}
+
+
 def test_cli_serve_says_it_is_loading_the_model_before_it_loads(tiny_model, capsys, monkeypatch):
     """Issue 25: `serve` was silent for the seconds the model takes to load."""
     from psyattrs.serving import serve as serve_module

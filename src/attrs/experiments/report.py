@@ -34,6 +34,7 @@ from psyattrs.experiments.config import ExperimentConfig
 from psyattrs.experiments.dataset import run_schema
 from psyattrs.experiments.provenance import load_run_config
 from psyattrs.experiments.store import quiet_mlflow, tracking_store
+from psyattrs.experiments.stopping import run_end
 from psyattrs.schema import Schema
 
 REPORT_ARTIFACT = "report/report.html"
@@ -112,6 +113,7 @@ def read_run(run_id: str, *, tracking_uri: str | None = None) -> RunContent:
                                           filter_string=f"tags.mlflow.parentRunId = '{run_id}'")
             for child in sorted(children, key=lambda r: r.info.run_name or ""):
                 folds.append({"run": child.info.run_name, "run_id": child.info.run_id, "status": child.info.status,
+                              "end": run_end(child.info.status, child.data.tags),
                               "test_macro_f1_mean": child.data.metrics.get("test_macro_f1_mean", math.nan),
                               "n_test_sentences": child.data.metrics.get("n_test_sentences", math.nan)})
     start = pd.Timestamp(run.info.start_time, unit="ms", tz="UTC").strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -158,8 +160,11 @@ def render_report(content: RunContent) -> str:
     parts = [f"<h1>psyattrs run report: {html.escape(c.run_name)}</h1>",
              f'<p class="note">run <code>{html.escape(c.run_id)}</code> in experiment '
              f"{html.escape(c.experiment)}</p>"]
+    end = run_end(c.status, c.tags)  # the words of `psyattrs runs`
+    if end != "finished":
+        parts.append(f'<p class="note"><strong>this run did not finish: {html.escape(end)}</strong></p>')
     meta = pd.DataFrame([
-        ("status", c.status), ("role", c.role), ("started", c.start_time),
+        ("status", c.status), ("end", end), ("role", c.role), ("started", c.start_time),
         ("model", cfg.model.kind), ("targets.lambda", f"{cfg.targets.lam:g}"),
         ("context.previous", cfg.context.previous), ("split", f"by {cfg.split.by}, "
          + (f"{cfg.split.folds}-fold cross-validation" if cfg.split.folds else "test split")),

@@ -6,6 +6,12 @@ run closes KILLED with a note naming the signal and the step (`mark_step`) it st
 cannot close itself (SIGKILL, the out-of-memory killer, a crash) stays RUNNING in the store; it
 recorded its process id, the process's start time and the host, so `run_end` tells it apart from
 a run still going.
+
+Once a run's model is logged (`model_logged`, called by the tracking layer), the run is nearly
+done: inside `finish_once_logged` (the `train` command wraps each run and its report in it) the
+first stop signal after that point is deferred, so the run finishes and its report is logged;
+the command then prints the run id and stops with 128 + N. A second signal stops at once (the
+run ends KILLED with what it logged if it was still open), and the run id is printed all the same.
 """
 
 from __future__ import annotations
@@ -28,6 +34,46 @@ _step = threading.local()
 _shield = {"on": False}
 
 
+class LateStop:
+    """What `finish_once_logged` saw: `run_id`, the run whose model was logged (None before), and
+    `signum`, the stop signal received after that and deferred (None when none came)."""
+
+    def __init__(self) -> None:
+        self.run_id: str | None = None
+        self.signum: int | None = None
+
+
+_late: dict[str, "LateStop | None"] = {"current": None}
+
+
+def model_logged(run_id: str) -> None:
+    """Says that the model of run `run_id` is logged: inside `finish_once_logged`, a stop signal
+    from now on lets the run and its report finish."""
+    late = _late["current"]
+    if late is not None and run_id:
+        late.run_id = run_id
+
+
+@contextlib.contextmanager
+def finish_once_logged() -> Iterator[LateStop]:
+    """Wraps one run and what follows it (its report). Stop signals raise `Interrupted` as in
+    `signals_interrupt` until the run's model is logged; the first one after that is deferred
+    (read `signum` after the block and stop then), a second one raises `Interrupted` at once.
+    An `Interrupted` leaving the block carries `run_id` once the model was logged."""
+    late = LateStop()
+    outer = _late["current"]
+    _late["current"] = late
+    try:
+        with signals_interrupt():
+            yield late
+    except KeyboardInterrupt as exc:
+        if late.run_id:
+            exc.run_id = late.run_id  # type: ignore[attr-defined]
+        raise
+    finally:
+        _late["current"] = outer
+
+
 def mark_step(text: str | None) -> None:
     """Names the step the current run is in (`runner` calls it), for the note of an interrupted run."""
     _step.text = text
@@ -35,6 +81,17 @@ def mark_step(text: str | None) -> None:
 
 def _raise_interrupted(signum: int, frame) -> None:
     if _shield["on"]:
+        return
+    late = _late["current"]
+    if late is not None and late.run_id and late.signum is None:  # the model is logged: finish the step
+        late.signum = signum
+        name = Interrupted(signum).signal_name
+        message = (f"psyattrs: {name} received after run {late.run_id} logged its model: finishing the run and "
+                   f"its report, then stopping (send {name} again to stop at once)\n")
+        try:
+            os.write(2, message.encode("utf-8", "replace"))  # not print: a handler may interrupt a print
+        except OSError:
+            pass
         return
     raise Interrupted(signum)
 

@@ -57,6 +57,9 @@ def _prepare_store(uri: str) -> None:
     # creating a sqlite store logs two INFO lines per new database (table creation, migration)
     for name in ("mlflow.store.db.utils", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    # a database error is also logged there with its traceback before MLflow raises it: the raised
+    # exception carries it (and a full store becomes one line, see tracking.start_run)
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
     root = artifact_root(uri)
     if root is not None:
         root.parent.mkdir(parents=True, exist_ok=True)

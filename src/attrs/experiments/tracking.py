@@ -31,6 +31,7 @@ out-of-fold predictions with their reports and plots, and the model refitted on 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import math
@@ -50,11 +51,13 @@ import pandas as pd
 from psyattrs._version import __version__
 from psyattrs.data.table import SENTENCE_COLUMNS, final_column
 import psyattrs.experiments.metrics as M
-from psyattrs.errors import Interrupted
+from psyattrs.errors import Interrupted, OutputFileError
 from psyattrs.experiments.config import ExperimentConfig
 from psyattrs.experiments.figures import calibration_figure, confusion_figure
 from psyattrs.experiments.provenance import git_commit
-from psyattrs.experiments.stopping import current_step, process_start, run_end, shielded, signals_interrupt
+from psyattrs.experiments.stopping import (
+    current_step, model_logged, process_start, run_end, shielded, signals_interrupt,
+)
 from psyattrs.experiments.store import ensure_experiment, quiet_mlflow, resolve_tracking_uri, tracking_store
 from psyattrs.schema import Schema
 
@@ -138,8 +141,11 @@ class Run:
             mlflow.log_artifact(str(path), "predictions")
 
     def log_model(self, model: Any, schema: Schema, example: pd.DataFrame) -> str:
-        """Logs the model as a pyfunc model named `model`; returns its model URI."""
-        return log_pyfunc_model(model, schema, example)
+        """Logs the model as a pyfunc model named `model`; returns its model URI. From then on a
+        stop signal lets the run finish (`psyattrs.experiments.stopping.model_logged`)."""
+        uri = log_pyfunc_model(model, schema, example)
+        model_logged(self.run_id)
+        return uri
 
 
 class SilentRun(Run):
@@ -304,12 +310,64 @@ def start_run(
 
     Yields:
         The `Run`.
-    """
-    import mlflow
 
+    Raises:
+        OutputFileError: the store (or its artifacts folder) cannot be written: a full disk, an
+            I/O error, a read-only file (`store_write_failure`); one line naming the store, in
+            place of MLflow's chain of sqlite tracebacks.
+    """
     if launch_rank() != 0:  # torchrun: only rank 0 tracks
         yield SilentRun(run_id="", artifact_uri="", tracking_uri=resolve_tracking_uri(config.tracking.uri))
         return
+    try:
+        with _tracked_run(config, role=role, run_name=run_name, nested=nested, quiet=quiet) as run:
+            yield run
+    except Exception as exc:
+        reason = store_write_failure(exc)
+        if reason is None:
+            raise
+        uri = mlflow_uri_or(config.tracking.uri)
+        raise OutputFileError(_store_location(uri), f"{reason} (the tracking store); free space on its disk, or point "
+                                                    "tracking.uri at another store") from None
+
+
+_STORE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO})
+_SQLITE_WRITE_FAILURES = ("full", "disk I/O error", "readonly", "read-only", "unable to open")
+
+
+def store_write_failure(exc: BaseException | None) -> str | None:
+    """The reason, when `exc` (or an exception it was raised from) says that the tracking store or
+    its artifacts cannot be written: a full disk, an I/O error, a read-only file; None otherwise."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in _STORE_ERRNOS:
+            return os.strerror(exc.errno)
+        if type(exc).__module__ == "sqlite3" and type(exc).__name__ == "OperationalError":
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            if any(word in text for word in _SQLITE_WRITE_FAILURES):
+                return text
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def mlflow_uri_or(uri: str | None) -> str:
+    """The store in use: MLflow's current tracking URI when one is set, else `resolve_tracking_uri(uri)`."""
+    import mlflow
+
+    return mlflow.get_tracking_uri() if mlflow.is_tracking_uri_set() else resolve_tracking_uri(uri)
+
+
+def _store_location(uri: str) -> str:
+    return uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else uri
+
+
+@contextlib.contextmanager
+def _tracked_run(config: ExperimentConfig, *, role: str, run_name: str | None, nested: bool,
+                 quiet: bool) -> Iterator[Run]:
+    """`start_run` of rank 0 (see there)."""
+    import mlflow
+
     with contextlib.ExitStack() as stack:
         stack.enter_context(quiet_mlflow(quiet))
         if not nested:
@@ -335,6 +393,10 @@ def start_run(
         except BaseException as exc:
             killed = isinstance(exc, KeyboardInterrupt)
             with shielded():  # a second signal must not cut the bookkeeping short
+                if store_write_failure(exc) is not None:  # the store is full: nothing more can be recorded
+                    with contextlib.suppress(Exception):
+                        mlflow.end_run(status="FAILED")
+                    raise
                 if killed:
                     _record_interruption(exc, time.monotonic() - started)
                 _record_failure(exc)
@@ -358,6 +420,23 @@ def _record_interruption(exc: BaseException, seconds: float) -> None:
         mlflow.set_tags({"psyattrs.interrupted": note, "mlflow.note.content": note})
     except Exception as logging_error:  # noqa: BLE001 - the interruption must still propagate
         warnings.warn(f"could not record the interruption in MLflow: {logging_error}", stacklevel=3)
+
+
+def run_ending(run_id: str, *, tracking_uri: str | None = None) -> str:
+    """How run `run_id` ended, in the words of `psyattrs runs` (`run_end`).
+
+    Raises:
+        ValueError: no such run in the store.
+    """
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    with tracking_store(tracking_uri) as uri, quiet_mlflow():
+        try:
+            run = mlflow.MlflowClient(tracking_uri=uri).get_run(run_id)
+        except MlflowException:
+            raise ValueError(f"no MLflow run {run_id!r} in {uri}") from None
+    return run_end(run.info.status, run.data.tags)
 
 
 def list_runs(*, tracking_uri: str | None = None, experiment: str | None = None) -> pd.DataFrame:

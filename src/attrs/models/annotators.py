@@ -40,7 +40,7 @@ import scipy.sparse as sp
 from psyattrs._runtime import progress_bar
 from psyattrs.data.annotations import slot_annotators
 from psyattrs.data.table import labeler_column
-from psyattrs.models.base import class_weight_vector, expand_soft_targets, target_prior
+from psyattrs.models.base import class_weight_vector, expand_soft_targets, read_saved_file, target_prior
 from psyattrs.models.logistic import fit_logistic
 from psyattrs.models.tfidf import TfidfModel, check_positive, make_featurizer
 
@@ -229,6 +229,6 @@ class AnnotatorTfidfModel(TfidfModel):
                 "n_annotators": n_annotators}
 
     def _load_state(self, folder: Path, state: dict[str, Any]) -> None:
-        saved = joblib.load(folder / STATE_FILE)
+        saved = read_saved_file(folder / STATE_FILE, joblib.load)
         self.featurizer_ = saved["featurizer"]
         self.heads_ = saved["heads"]

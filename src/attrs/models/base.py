@@ -494,8 +494,36 @@ class MultiHeadModel(abc.ABC):
             model._load_state(folder, doc.get("state", {}))
         except FileNotFoundError as exc:
             raise InputFileError(exc.filename or folder, "a file of the saved model is missing") from None
+        except InputFileError:
+            raise
+        except Exception as exc:  # a reader failing on a file of the folder: damaged, not our fault
+            raise damaged_file(getattr(exc, "filename", None) or folder, exc) from None
         model._fitted = True
         return model
+
+
+def damaged_file(path: "str | Path", exc: BaseException) -> InputFileError:
+    """The one-line error for a saved file (model state, checkpoint) that its reader cannot read:
+    truncated, empty or not the file it should be."""
+    text = " ".join(str(exc).split())
+    reason = f"{type(exc).__name__}: {text[:120]}" if text else type(exc).__name__
+    size = Path(path).stat().st_size if Path(path).is_file() else None
+    kind = "empty" if size == 0 else "damaged or truncated"
+    return InputFileError(path, f"{kind} ({reason}); restore it from a copy, or train again")
+
+
+def read_saved_file(path: "str | Path", reader: Any) -> Any:
+    """`reader(path)` for a file of a saved model; a file that is missing raises FileNotFoundError,
+    one that the reader cannot read an InputFileError naming it (`damaged_file`)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(2, "missing", str(path))
+    try:
+        return reader(path)
+    except FileNotFoundError:
+        raise
+    except Exception as exc:  # pickle, zip, safetensors, EOF, ...: every reader fails its own way
+        raise damaged_file(path, exc) from None
 
 
 def _read_model_json(folder: Path) -> dict[str, Any]:

@@ -28,7 +28,7 @@ import pandas as pd
 from psyattrs import _runtime
 from psyattrs.errors import PsyattrsWarning
 from psyattrs.features.context import PREV_SURFACE_COLUMNS, context_features, gather_rows, previous_rows
-from psyattrs.models.base import MultiHeadModel, target_prior, weighted_expansion
+from psyattrs.models.base import MultiHeadModel, read_saved_file, target_prior, weighted_expansion
 from psyattrs.models.tfidf import FEATURIZER_DEFAULTS, LinearHead, check_positive, make_featurizer
 
 STATE_FILE = "features.joblib"
@@ -368,7 +368,7 @@ class LightGBMModel(MultiHeadModel):
     def _load_state(self, folder: Path, state: dict[str, Any]) -> None:
         import lightgbm as lgb
 
-        saved = joblib.load(folder / STATE_FILE)
+        saved = read_saved_file(folder / STATE_FILE, joblib.load)
         self.featurizer_, self.svd_, self.stage1_ = saved["featurizer"], saved["svd"], saved["stage1"]
         self.params["analysis"] = self.featurizer_.analysis  # `sentence` for a model saved before the setting
         self.feature_names_ = list(state["feature_names"])

@@ -20,7 +20,7 @@ import scipy.sparse as sp
 from psyattrs._runtime import progress_bar
 from psyattrs.features.context import gather_rows, previous_rows, speaker_keys
 from psyattrs.features.text import TextFeaturizer
-from psyattrs.models.base import MultiHeadModel, full_proba, target_prior, weighted_expansion
+from psyattrs.models.base import MultiHeadModel, full_proba, read_saved_file, target_prior, weighted_expansion
 from psyattrs.models.logistic import fit_logistic
 
 STATE_FILE = "tfidf.joblib"
@@ -192,7 +192,7 @@ class TfidfModel(MultiHeadModel):
         return {"files": [STATE_FILE], "n_features": int(self.featurizer_.n_features_out_)}
 
     def _load_state(self, folder: Path, state: dict[str, Any]) -> None:
-        saved = joblib.load(folder / STATE_FILE)
+        saved = read_saved_file(folder / STATE_FILE, joblib.load)
         self.featurizer_ = saved["featurizer"]
         self.heads_ = saved["heads"]
         self.params["analysis"] = self.featurizer_.analysis  # `sentence` for a model saved before the setting

