@@ -32,7 +32,8 @@ def test_input_format_is_one_option_wherever_it_appears():
     found = {name: _option(p, "--format") for name, p in _commands(build_parser())}
     inputs = {name: a for name, a in found.items() if a is not None and name != "psyattrs data synth"}
     assert set(inputs) == {"psyattrs data validate", "psyattrs data stats", "psyattrs labels resolve",
-                           "psyattrs predict", "psyattrs annotate"}
+                           "psyattrs labels quality", "psyattrs labels next", "psyattrs predict",
+                           "psyattrs annotate"}
     for name, action in inputs.items():  # detection unless forced, worded the same way
         assert action.default is None and action.help.startswith("force the input format"), name
         assert "instead of detecting it" in action.help, name

@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from psyattrs.cli._options import add_tracking_uri
+from psyattrs.cli._options import add_input_format, add_tracking_uri
 from psyattrs.cli.labels_quality import _write, split_heads
 from psyattrs.cli.labels_resolve import output_kind
 from psyattrs.data.output import atomic_output
@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--heads", default=None, help="comma-separated heads to combine (default: all the model's)")
     parser.add_argument("--folds", type=int, default=5, help="cross-fitting folds for labelled items (default: 5)")
     parser.add_argument("--seed", type=int, default=0, help="seed (random strategy, ties, folds; default: 0)")
-    parser.add_argument("--format", default=None, help="force the pool format instead of detecting it")
+    add_input_format(parser)
     parser.add_argument("--out", metavar="FILE", type=Path, default=None, help="write the list: .csv or .parquet")
     add_tracking_uri(parser)
     parser.set_defaults(func=handler)

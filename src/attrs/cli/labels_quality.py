@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from psyattrs.cli._options import add_tracking_uri
+from psyattrs.cli._options import add_input_format, add_tracking_uri
 from psyattrs.cli.labels_resolve import output_kind
 from psyattrs.data.output import atomic_output
 
@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--heads", default=None, help="comma-separated heads to score (default: all the model's)")
     parser.add_argument("--folds", type=int, default=5, help="cross-fitting folds of whole conversations (default: 5)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the folds (default: 0)")
-    parser.add_argument("--format", default=None, help="force the corpus format instead of detecting it")
+    add_input_format(parser)
     parser.add_argument("--top", type=int, default=TOP, help=f"items shown in the summary (default: {TOP})")
     add_tracking_uri(parser)
     parser.set_defaults(func=handler)
