@@ -287,3 +287,47 @@ def test_the_checker_passes_a_clean_package_and_names_unknown_stages(tmp_path):
     (root / "extra").mkdir()
     (root / "extra" / "__init__.py").write_text("", encoding="utf-8")
     assert check(root, "pkg", TOY_STAGES) == ["pkg.extra: stage 'extra' is not in the stage order"]
+
+
+def unexplained_lazy_imports(root: Path, package: str) -> list[str]:
+    """The imports of the package's own modules written inside a function with no `# lazy: why`
+    comment on the line above them (or above the run of such imports they belong to), as
+    `file:line: the import`. Issue 25: a file's dependencies show at its top; an import stays in a
+    function only where moving it up would load a heavy backend on a path that does not need it or
+    close a circle, and then it says so."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        lines = text.split("\n")
+        for func in ast.walk(ast.parse(text, filename=str(path))):
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(func):
+                if isinstance(node, ast.ImportFrom):
+                    own = node.level > 0 or (node.module or "").split(".")[0] == package
+                elif isinstance(node, ast.Import):
+                    own = any(alias.name.split(".")[0] == package for alias in node.names)
+                else:
+                    continue
+                above = node.lineno - 2
+                while above >= 0 and lines[above].strip().startswith((f"from {package}", f"import {package}", "from .")):
+                    above -= 1
+                if own and not (above >= 0 and lines[above].strip().startswith("# lazy:")):
+                    found.append(f"{path.relative_to(root).as_posix()}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    return sorted(set(found))
+
+
+def test_every_import_left_inside_a_function_says_why():
+    found = unexplained_lazy_imports(SRC, PACKAGE)
+    assert not found, ("move these to the top of their module, or say why they stay (`# lazy: torch`, "
+                       "`# lazy: circle with X`) on the line above:\n" + "\n".join(found))
+
+
+def test_the_lazy_check_finds_an_unexplained_import(tmp_path):
+    root = _write(tmp_path, {
+        "a.py": "def f():\n    from pkg.b import x\n    return x\n",
+        "b.py": ("x = 1\n\ndef g():\n    # lazy: torch\n    from pkg.a import f\n    from pkg.c import y\n\n"
+                 "    import json\n    return f, y, json\n"),
+        "c.py": "y = 2\n",
+    })
+    assert unexplained_lazy_imports(root, "pkg") == ["a.py:2: from pkg.b import x"]

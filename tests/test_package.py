@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -103,3 +105,30 @@ def test_a_clone_named_psyattrs_and_no_installed_package_says_how_to_install(tmp
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith(f"ImportError: `import psyattrs` found the folder {clone} (a clone")
     assert f"pip install -e {clone}" in last
+
+
+# Heavy optional backends are imported where used (STYLE rule 8, issue 25): neither importing the
+# package nor the command line's start (`--help` builds every subcommand's parser) loads them.
+HEAVY = ("torch", "transformers", "lightgbm", "matplotlib", "mlflow", "sklearn", "scipy", "pyspark", "fastapi",
+         "uvicorn", "safetensors", "kiwipiepy", "jieba", "cleanlab")
+_LOADED = """
+import sys, runpy
+if sys.argv[1] == "--help":
+    sys.argv = ["psyattrs", "--help"]
+    try:
+        runpy.run_module("psyattrs", run_name="__main__")
+    except SystemExit:
+        pass
+else:
+    __import__(sys.argv[1])
+print("loaded:", " ".join(sorted({name.split(".")[0] for name in sys.modules})), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("what", ["psyattrs", "psyattrs.cli", "--help"])
+def test_start_up_loads_no_heavy_backend(what):
+    out = subprocess.run([sys.executable, "-c", _LOADED, what], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    loaded = set(out.stderr.rpartition("loaded: ")[2].split())
+    assert "psyattrs" in loaded  # the import ran
+    assert sorted(loaded & set(HEAVY)) == []

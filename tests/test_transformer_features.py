@@ -25,7 +25,7 @@ from psyattrs.experiments.config import load_config
 from psyattrs.experiments.runner import build_from_config, train
 from psyattrs.labels.soft import mixed_targets
 from psyattrs.models.base import build_model, load_model
-from psyattrs.models.transformer import inputs as inputs_module
+from psyattrs.models.transformer import model as model_module  # the module that calls build_inputs
 from psyattrs.models.transformer.inputs import build_inputs, persona_texts, speaker_profiles
 from psyattrs.models.transformer.tokenizer import train_tokenizer
 from psyattrs.features.context import prepare_table
@@ -137,14 +137,14 @@ def test_training_and_prediction_build_identical_inputs(corpus, monkeypatch, tmp
     train_part = train_part.assign(**{k: np.where(train_part["person_type"] == "user", v, "") for k, v in traits.items()})
     valid_part = valid_part.assign(**{k: np.where(valid_part["person_type"] == "user", v, "") for k, v in traits.items()})
     seen = []
-    real = inputs_module.build_inputs
+    real = build_inputs
 
     def spy(table, tokenizer, **kw):
         out = real(table, tokenizer, **kw)
         seen.append((table["sent_id"].astype(str).tolist(), [x.tolist() for x in out.ids]))
         return out
 
-    monkeypatch.setattr(inputs_module, "build_inputs", spy)
+    monkeypatch.setattr(model_module, "build_inputs", spy)
     model = build_model("transformer", OPELA, **TINY, context_previous=2, persona_text=True, speaker_traits=True)
     model.fit(train_part, _targets(train_part), valid=(valid_part, _targets(valid_part)))
     trained = {sid: ids for sids, batch in seen for sid, ids in zip(sids, batch)}

@@ -217,6 +217,7 @@ def load_schema(spec: "str | Path | Schema | None" = None) -> Schema:
         return OPELA
     import yaml
 
+    # lazy: PyYAML; import psyattrs loads this module
     from psyattrs._yaml import load_yaml
 
     path = Path(spec)

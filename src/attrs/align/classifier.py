@@ -158,6 +158,7 @@ class ModelScorer:
     """
 
     def __init__(self, schema: Schema, table: pd.DataFrame, fold: np.ndarray, kind: str, settings: dict):
+        # lazy: scikit-learn, not needed by data show-aligned (align/__init__)
         from psyattrs.models import build_model
 
         self.schema = schema
@@ -170,6 +171,7 @@ class ModelScorer:
         self._log: dict[str, np.ndarray] = {}
 
     def fit(self, rows: np.ndarray, targets: dict[str, np.ndarray]) -> None:
+        # lazy: scikit-learn, not needed by data show-aligned (align/__init__)
         from psyattrs.models import build_model
 
         rows = np.asarray(rows, dtype=np.int64)

@@ -36,6 +36,8 @@ from collections import Counter
 import numpy as np
 import scipy.sparse as sp
 
+from psyattrs.features.tokenizers import normalize_texts, tokenize, word_tokenizer
+
 _WORD = re.compile(r"\w+")
 QUESTION_ENDINGS = ("까", "까요", "나요", "니", "냐", "죠", "지요", "어때", "뭐", "뭐야", "뭐에요", "뭐예요", "래", "을까", "ㄹ까", "가요", "세요")
 LEXICONS: dict[str, tuple[str, ...]] = {
@@ -97,8 +99,6 @@ def content_morphemes(lines: list[str], language: str) -> list[list[str]]:
     """Per line, its content morphemes (`CONTENT_TAGS`) as `form/TAG`, from the project's cached
     tokenizer (`psyattrs.features.tokenizers.tokenize`); for a language other than `ko`, its word
     tokens of two or more characters (no tags to filter on)."""
-    from psyattrs.features.tokenizers import normalize_texts, tokenize, word_tokenizer
-
     kind = word_tokenizer(language)
     tokens = tokenize(normalize_texts(lines), kind)
     if kind != "ko":

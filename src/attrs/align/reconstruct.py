@@ -66,6 +66,7 @@ from psyattrs.align.output import ALIGN_COLUMNS, REPORT_COLUMNS, report_table, u
 from psyattrs.align.rounds import Aligner, Fit
 from psyattrs.align.settings import AlignSettings
 from psyattrs.align.summary import AlignSummary, summarize_alignment
+from psyattrs.data.generic import read_generic
 from psyattrs.data.output import atomic_output
 from psyattrs.data.table import Corpus, Problem, final_column
 from psyattrs.errors import OutputFileError, PsyattrsWarning
@@ -426,6 +427,7 @@ def _label_model(model: Any, schema: Schema):
 
     MLflow models are loaded by the serving stage (`psyattrs.Predictor`), which sits above this one.
     """
+    # lazy: scikit-learn, not needed by data show-aligned (align/__init__)
     from psyattrs.models.base import MultiHeadModel, load_model
 
     if isinstance(model, (str, Path)):
@@ -649,7 +651,6 @@ def aligned_corpus_summary(corpus: Corpus, *, settings: AlignSettings | None = N
     folder, result = cached_alignment(corpus, settings=settings, progress=progress)
     if result is not None:
         return result.to_corpus(), result.summary
-    from psyattrs.data.generic import read_generic
 
     cached = read_generic(folder / "aligned.csv", corpus.schema)
     rep = pd.read_json(folder / "report.jsonl", lines=True, dtype={"doc_id": str})

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from psyattrs.align import dp, lattice
-from psyattrs.align.classifier import ModelScorer, TfidfScorer
+from psyattrs.align.classifier import ModelScorer, TfidfScorer, unit_matrix
 from psyattrs.align.coherence import CoherenceModel
 from psyattrs.align.conversations import Candidates, Conversation, Mode
 from psyattrs.align.priors import BoundaryModel, Priors, RunModel, SwitchModel
@@ -148,7 +148,7 @@ class Aligner:
         s = self.settings
         fold = self.conv_fold[self.cands.conv]
         if s.model_kind == "tfidf":
-            from psyattrs.align.classifier import unit_matrix
+            # lazy: scikit-learn, not needed by data show-aligned (align/__init__)
             from psyattrs.features.text import TextFeaturizer
 
             lines = self.cands.line_text

@@ -35,6 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
+    # lazy: scikit-learn via experiments/; psyattrs --help imports every cli module
     from psyattrs.reports.analyze import load_analysis_input, relate, write_analysis
 
     data = load_analysis_input(args.path, outcomes=args.outcomes)

@@ -18,12 +18,12 @@ import sys
 from pathlib import Path
 
 from psyattrs.cli._options import add_input_format, add_tracking_uri
+from psyattrs.errors import OutputFileError
+from psyattrs.serving.annotate import DEFAULT_CHUNK_SIZE, annotate, read_manifest
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds the top-level `annotate` command."""
-    from psyattrs.serving.annotate import DEFAULT_CHUNK_SIZE
-
     parser = subparsers.add_parser(
         "annotate",
         help="annotate a large corpus in resumable chunks into a Parquet dataset",
@@ -45,9 +45,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
-    from psyattrs.errors import OutputFileError
-    from psyattrs.serving.annotate import annotate, read_manifest
-
     try:
         result = annotate(
             args.input, args.model, args.out, chunk_size=args.chunk_size, format=args.format, rejects=args.rejects,

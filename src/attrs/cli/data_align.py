@@ -29,7 +29,12 @@ import math
 from pathlib import Path
 
 from psyattrs.cli._options import add_schema, add_tracking_uri
+from psyattrs.data import load_corpus
+from psyattrs.data.io import read_table, require_columns
+from psyattrs.data.output import atomic_output
+from psyattrs.data.table import final_column
 from psyattrs.errors import InputFileError
+from psyattrs.schema import load_schema
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -85,11 +90,10 @@ def align_handler(args: argparse.Namespace) -> int:
     import shutil
     import sys
 
-    from psyattrs.data import load_corpus
+    # lazy: psyattrs --help imports every cli module
     from psyattrs.align import AlignSettings, align_public, write_aligned, write_report
     from psyattrs.align.reconstruct import cached_alignment
     from psyattrs.align.summary import summarize_alignment
-    from psyattrs.data.output import atomic_output
     from psyattrs.serving.predict import Predictor
 
     _writable(args.out, "output")
@@ -160,10 +164,6 @@ def align_handler(args: argparse.Namespace) -> int:
 
 def show_handler(args: argparse.Namespace) -> int:
     """Runs `data show-aligned`; returns the exit code."""
-    from psyattrs.data.io import read_table, require_columns
-    from psyattrs.data.table import final_column
-    from psyattrs.schema import load_schema
-
     schema = load_schema(args.schema)
     heads = [final_column(h) for h in schema.head_names]
     table = read_table(args.path, str_columns=("doc_id", "text", "person_type"))
@@ -183,6 +183,7 @@ def show_handler(args: argparse.Namespace) -> int:
     width = args.width or max(80, _terminal_width())
     if width < 60:
         raise ValueError(f"--width must be at least 60, got {width}")
+    # lazy: psyattrs --help imports every cli module
     from psyattrs.align.show import format_dialogue, gold_marks
 
     marks, summary = None, None

@@ -19,6 +19,8 @@ from rich.console import Console
 from rich.table import Table
 
 from psyattrs.cli._options import add_input_format, add_schema
+from psyattrs.data import load_corpus
+from psyattrs.data.output import write_text_atomic
 from psyattrs.labels.agreement import corpus_agreement
 
 
@@ -122,8 +124,6 @@ def balance_table(stats: dict[str, Any]) -> Table:
 
 def handler(args: argparse.Namespace) -> int:
     """Loads the corpus, prints the tables, writes --json; returns 0."""
-    from psyattrs.data import load_corpus
-
     corpus = load_corpus(args.path, format=args.format, schema=args.schema)
     stats = corpus_stats(corpus)
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
@@ -139,7 +139,6 @@ def handler(args: argparse.Namespace) -> int:
         console.print(agreement_table(stats))
     if args.json is not None:
         text = json.dumps(stats, ensure_ascii=False, indent=2, allow_nan=False) + "\n"
-        from psyattrs.data.output import write_text_atomic
 
         write_text_atomic(args.json, text, make_parents=True)
         console.print(f"wrote {args.json}", soft_wrap=True)

@@ -53,6 +53,7 @@ def order_path(path: Path) -> Path:
 
 def handler(args: argparse.Namespace) -> int:
     """Simulates the corpus, writes it and prints what was written; returns 0."""
+    # lazy: psyattrs --help imports every cli module
     from psyattrs.synth import synthesize, write_annotated, write_public
 
     if args.out.suffix.lower() != ".csv":

@@ -17,6 +17,7 @@ import warnings
 from pathlib import Path
 
 from psyattrs.cli._options import add_tracking_uri
+from psyattrs.data.output import write_text_atomic
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -49,7 +50,7 @@ def _warn_overlap(metrics: dict[str, float], data: Path) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
-    from psyattrs.data.output import write_text_atomic
+    # lazy: scikit-learn via experiments/; psyattrs --help imports every cli module
     from psyattrs.experiments.metrics import format_table, summary_table
     from psyattrs.experiments.dataset import run_schema
     from psyattrs.experiments.runner import evaluate

@@ -17,6 +17,7 @@ from pathlib import Path
 from psyattrs.cli._options import add_input_format, add_tracking_uri
 from psyattrs.cli.labels_quality import _write, split_heads
 from psyattrs.cli.labels_resolve import output_kind
+from psyattrs.data.output import atomic_output
 from psyattrs.labels.active import STRATEGIES
 
 UNITS = ("sentence", "conversation")
@@ -47,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
-    from psyattrs.data.output import atomic_output
+    # lazy: psyattrs --help imports every cli module
     from psyattrs.serving.curation import get_next_batch
 
     kind = output_kind(args.out) if args.out is not None else None

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from psyattrs.cli._options import add_input_format, add_tracking_uri
 from psyattrs.cli.labels_resolve import output_kind
+from psyattrs.data.output import atomic_output
 
 TOP = 10
 
@@ -59,7 +60,7 @@ def labelers_path(out: Path) -> Path:
 
 
 def handler(args: argparse.Namespace) -> int:
-    from psyattrs.data.output import atomic_output
+    # lazy: psyattrs --help imports every cli module
     from psyattrs.serving.curation import get_label_quality, log_label_quality
 
     if args.folds < 2:

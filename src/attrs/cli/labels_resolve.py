@@ -20,6 +20,9 @@ from rich.console import Console
 from rich.table import Table
 
 from psyattrs.cli._options import add_input_format, add_schema
+from psyattrs.data import load_corpus
+from psyattrs.data.io import decode_bytes, detect_encoding, is_parquet, read_table
+from psyattrs.data.output import atomic_output
 from psyattrs.data.table import final_column
 from psyattrs.errors import InputFileError
 from psyattrs.labels.aggregate import METHODS
@@ -58,8 +61,6 @@ def output_kind(path: Path) -> str:
 
 def handler(args: argparse.Namespace) -> int:
     """Loads IN, prints the check table and/or writes OUT; returns 0."""
-    from psyattrs.data import load_corpus
-
     if args.out is None and not args.check:
         raise ValueError("nothing to do: give --out OUT to write the resolved table, --check, or both")
     kind = output_kind(args.out) if args.out is not None else None
@@ -172,8 +173,6 @@ def output_table(source: Path, resolved: pd.DataFrame, schema: Schema) -> pd.Dat
 
 def _read_as_text(source: Path) -> pd.DataFrame:
     """The input table with every CSV cell as its text ("" for an empty cell); Parquet as typed."""
-    from psyattrs.data.io import decode_bytes, detect_encoding, is_parquet, read_table
-
     if is_parquet(source):
         return read_table(source)
     encoding = detect_encoding(source)
@@ -186,8 +185,6 @@ def _read_as_text(source: Path) -> pd.DataFrame:
 
 def _parquet_integer_columns(source: Path) -> list[str]:
     """The integer-typed columns of a Parquet file; [] for a CSV file."""
-    from psyattrs.data.io import is_parquet
-
     if not is_parquet(source):
         return []
     import pyarrow as pa
@@ -200,8 +197,6 @@ def _parquet_integer_columns(source: Path) -> list[str]:
 def write_table(table: pd.DataFrame, path: Path, kind: str) -> None:
     """Writes a table as UTF-8 CSV (no index; integers as integers) or Parquet, complete or not at
     all (`psyattrs.data.output.atomic_output`; OutputFileError naming the path and the cause)."""
-    from psyattrs.data.output import atomic_output
-
     with atomic_output(path, make_parents=True) as tmp:
         if kind == "parquet":
             table.to_parquet(tmp, index=False)

@@ -23,6 +23,10 @@ import sys
 from pathlib import Path
 
 from psyattrs.cli._options import add_input_format, add_tracking_uri
+from psyattrs.data import load_corpus
+from psyattrs.data.io import check_file, iter_text_lines
+from psyattrs.data.output import atomic_output
+from psyattrs.errors import InputFileError
 
 OUT_SUFFIXES = (".parquet", ".csv", ".jsonl")
 SHOWN_PROBLEMS = 5
@@ -51,10 +55,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _read_input(path: Path, fmt: str | None, predictor) -> tuple[object, list]:
     """(inputs for the predictor, records set aside) from a file."""
-    from psyattrs.data import load_corpus
-    from psyattrs.data.io import check_file, iter_text_lines
-    from psyattrs.errors import InputFileError
-
     if path.suffix.lower() == ".txt" and fmt is None:
         check_file(path)
         sentences = [line for _, line in iter_text_lines(path) if line.strip()]
@@ -83,8 +83,7 @@ def _print_readable(frame, schema) -> None:
 
 
 def _write(frame, path: Path, predictor) -> None:
-    from psyattrs.data.output import atomic_output
-    from psyattrs.errors import InputFileError
+    # lazy: psyattrs --help imports every cli module
     from psyattrs.serving.predict import frame_to_dicts
 
     suffix = path.suffix.lower()
@@ -104,6 +103,7 @@ def _write(frame, path: Path, predictor) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
+    # lazy: psyattrs --help imports every cli module
     from psyattrs.serving.predict import Predictor, frame_to_dicts
 
     if bool(args.text) == (args.input is not None):
@@ -134,6 +134,7 @@ def handler(args: argparse.Namespace) -> int:
             print(f"  ... and {len(problems) - SHOWN_PROBLEMS} more (psyattrs data validate --report lists all)",
                   file=sys.stderr)
     if lewidi:
+        # lazy: psyattrs --help imports every cli module
         from psyattrs.serving.lewidi_output import lewidi_predictions, write_lewidi_predictions
 
         if args.out is not None:

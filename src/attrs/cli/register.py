@@ -38,6 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
+    # lazy: psyattrs --help imports every cli module
     from psyattrs.serving.registry import DEFAULT_ALIAS, register as register_run, set_alias
 
     if args.no_alias and args.alias:

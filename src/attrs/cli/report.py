@@ -29,6 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
+    # lazy: scikit-learn via experiments/; psyattrs --help imports every cli module
     from psyattrs.experiments.report import REPORT_ARTIFACT, log_run_report
     from psyattrs.experiments.tracking import run_ending
 

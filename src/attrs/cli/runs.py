@@ -31,6 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
+    # lazy: scikit-learn via experiments/; psyattrs --help imports every cli module
     from psyattrs.experiments.store import resolve_tracking_uri
     from psyattrs.experiments.tracking import close_abandoned, list_runs
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 import argparse
 
 from psyattrs.cli._options import add_tracking_uri
+from psyattrs.serving.serve import DEFAULT_MAX_BODY_MB, DEFAULT_PORT, serve
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Adds the top-level `serve` command."""
-    from psyattrs.serving.serve import DEFAULT_MAX_BODY_MB, DEFAULT_PORT
-
     parser = subparsers.add_parser(
         "serve",
         help="serve a registered or logged model over HTTP on 127.0.0.1",
@@ -37,8 +36,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
-    from psyattrs.serving.serve import serve
-
     def announce(url: str) -> None:
         print(f"serving {args.model} at {url} (Ctrl-C stops it)", flush=True)
 

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from psyattrs.cli._options import add_set_option
+from psyattrs.errors import Interrupted
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -56,15 +57,17 @@ def _header(result) -> str:
 
 
 def handler(args: argparse.Namespace) -> int:
+    # lazy: scikit-learn via experiments/; psyattrs --help imports every cli module
     from psyattrs.experiments.config import expand_sweep, load_config
     from psyattrs.experiments.metrics import format_table
     from psyattrs.experiments.runner import resolved_message, train  # logs the run report too
 
     overrides = [*args.overrides, *(["model.params.resume=true"] if args.resume else [])]
     config = load_config(args.config, overrides)
+    # lazy: scikit-learn via experiments/; psyattrs --help imports every cli module
     from psyattrs.experiments.tracking import launch_rank
 
-    from psyattrs.errors import Interrupted
+    # lazy: scikit-learn via experiments/; psyattrs --help imports every cli module
     from psyattrs.experiments.stopping import finish_once_logged
 
     rank = launch_rank()

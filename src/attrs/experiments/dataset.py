@@ -25,8 +25,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from psyattrs.data import load_corpus
+from psyattrs.data.io import detect_format
+from psyattrs.data.lewidi import file_schema, sibling_splits
+from psyattrs.data.splits import kfold, train_valid_test
+from psyattrs.data.table import final_column, labeler_columns
 from psyattrs.errors import InputFileError
 from psyattrs.experiments.config import ExperimentConfig
+from psyattrs.experiments.provenance import note_alignment, note_input_file
+from psyattrs.labels.resolve import resolve_final_labels
 from psyattrs.schema import Schema, load_schema
 
 
@@ -57,8 +64,6 @@ class Dataset:
     def folds(self, config: ExperimentConfig) -> list[tuple[np.ndarray, np.ndarray]]:
         """`split.folds` grouped folds of `train` (by `split.by`, seeded): (train rows, test rows)
         positions per fold."""
-        from psyattrs.data.splits import kfold
-
         return kfold(self.train, k=config.split.folds, by=config.split.by, seed=config.seed, schema=self.schema)
 
     def fold(self, config: ExperimentConfig, train_rows: np.ndarray, test_rows: np.ndarray) -> "Dataset":
@@ -110,8 +115,6 @@ def config_schema(config: ExperimentConfig) -> Schema:
     if config.data.schema == "opela":
         first = config.data.path or config.data.train
         if first is not None and Path(first).is_file() and _is_lewidi(first, config):
-            from psyattrs.data.lewidi import file_schema
-
             return file_schema(first)
     return load_schema(config.data.schema)
 
@@ -142,9 +145,6 @@ def fill_final_labels(table: pd.DataFrame, schema: Schema, *, method: str, sourc
     Raises:
         ValueError: a head with neither a final label nor a labeler's label (names the heads).
     """
-    from psyattrs.data.table import final_column, labeler_columns
-    from psyattrs.labels.resolve import resolve_final_labels
-
     def labelled(column: str) -> bool:
         return column in table.columns and bool(table[column].notna().any())
 
@@ -162,8 +162,6 @@ def fill_final_labels(table: pd.DataFrame, schema: Schema, *, method: str, sourc
 
 
 def _is_lewidi(path: str, config: ExperimentConfig) -> bool:
-    from psyattrs.data.io import detect_format
-
     if config.data.format != "auto":
         return config.data.format == "lewidi"
     try:
@@ -180,18 +178,15 @@ def read_corpus(path: str, config: ExperimentConfig, schema: Schema) -> tuple[pd
         ValueError: a format without per-sentence labels, or no sentence left.
         InputFileError: a file that cannot be read.
     """
-    from psyattrs.data import load_corpus
-
     fmt = None if config.data.format == "auto" else config.data.format
     corpus = load_corpus(path, format=fmt, schema=schema)
-    from psyattrs.experiments.provenance import note_input_file
 
     note_input_file(path, corpus.encoding)  # digest and encoding, logged with the active run (if any)
     if corpus.format == "public":  # the public release: its sentence order reconstructed (cached)
         import sys
 
+        # lazy: align/ adds ~6% to importing experiments/; only public-release data needs it
         from psyattrs.align import aligned_corpus_summary
-        from psyattrs.experiments.provenance import note_alignment
 
         corpus, summary = aligned_corpus_summary(corpus)
         note_alignment(path, summary, corpus.utterances)  # the run says what its labels rest on
@@ -220,6 +215,7 @@ def load_table(config: ExperimentConfig, schema: Schema) -> tuple[pd.DataFrame, 
     """The single corpus of `data.path` or `data.synthetic`, its source description, the
     records set aside while reading it and the heads whose final labels were resolved."""
     if config.data.synthetic is not None:
+        # lazy: synth/ adds ~2% to importing experiments/; only synthetic data needs it
         from psyattrs.synth import synthesize
 
         syn = config.data.synthetic
@@ -232,8 +228,6 @@ def load_table(config: ExperimentConfig, schema: Schema) -> tuple[pd.DataFrame, 
 
 
 def _split_one(table: pd.DataFrame, config: ExperimentConfig, schema: Schema, *, valid: float, test: float) -> pd.Series:
-    from psyattrs.data.splits import train_valid_test
-
     return train_valid_test(table, by=config.split.by, valid=valid, test=test, seed=config.seed, schema=schema)
 
 
@@ -248,8 +242,6 @@ def carve_valid(table: pd.DataFrame, config: ExperimentConfig, schema: Schema) -
 def _official_files(config: ExperimentConfig) -> dict[str, str] | None:
     """`data.path` = a LeWiDi `X_train.json` with `X_test.json` (and `X_dev.json`) beside it:
     those files as train/valid/test; else None."""
-    from psyattrs.data.lewidi import sibling_splits
-
     if config.data.path is None or not _is_lewidi(config.data.path, config):
         return None
     found = sibling_splits(config.data.path)

@@ -40,6 +40,8 @@ import pandas as pd
 
 from psyattrs.data.prediction_input import check_prediction_table
 from psyattrs.data.table import normalize_table
+from psyattrs.models.base import MultiHeadModel, load_model
+from psyattrs.models.decision import apply_decision
 from psyattrs.schema import Head, Schema
 
 REQUIRED_INPUT = ("text",)
@@ -107,9 +109,6 @@ def decisions(model: Any, table: pd.DataFrame, proba: dict[str, np.ndarray]) -> 
     Returns:
         head -> int64 array (len(table),).
     """
-    from psyattrs.models.base import MultiHeadModel
-    from psyattrs.models.decision import apply_decision
-
     if isinstance(model, MultiHeadModel):
         return {
             name: apply_decision(p, threshold=model.thresholds_.get(name), offsets=model.offsets_.get(name))
@@ -192,8 +191,6 @@ class AttributesPyfunc(mlflow.pyfunc.PythonModel):
 
     def load_context(self, context: Any) -> None:
         """Loads the schema and the trained model from `context.artifacts`, once."""
-        from psyattrs.models.base import load_model
-
         schema_path = Path(context.artifacts["schema"])
         self.schema = Schema.from_dict(json.loads(schema_path.read_text(encoding="utf-8")), source=str(schema_path))
         self.model = load_model(context.artifacts["model"])

@@ -44,7 +44,12 @@ from psyattrs.experiments.dataset import (Dataset, build_dataset, carve_valid, c
 from psyattrs.experiments.provenance import (CONVERSATIONS_ARTIFACT, ChangedDataWarning, changed_data,
                                              conversation_digests, load_run_config, training_overlap)
 from psyattrs.experiments.report import log_run_report
+from psyattrs.experiments.stopping import mark_step
 from psyattrs.experiments.store import quiet_mlflow, tracking_store
+from psyattrs.experiments.tracking import start_run, training_metrics_logger
+from psyattrs.features.tokenizers import tokenizer_description
+from psyattrs.labels.soft import mixed_targets
+from psyattrs.models.base import build_model
 from psyattrs.schema import Schema
 
 
@@ -108,8 +113,6 @@ class _Steps:
         """Shows `text` while the block runs (a spinner on a terminal, or nothing where the block
         has its own progress bar), then `text: seconds`. The step is named to the run's tracking
         (the note of a run stopped by a signal says which step it stopped)."""
-        from psyattrs.experiments.stopping import mark_step
-
         mark_step(text)
         if self.quiet:
             yield
@@ -138,14 +141,10 @@ class _Steps:
 
 
 def _targets(table: pd.DataFrame, config: ExperimentConfig, schema: Schema) -> dict[str, np.ndarray]:
-    from psyattrs.labels.soft import mixed_targets
-
     return mixed_targets(table, schema, lam=config.targets.lam, smoothing=config.targets.smoothing)
 
 
 def _build(config: ExperimentConfig, schema: Schema):
-    from psyattrs.models.base import build_model
-
     settings = config.model_settings()
     return build_model(config.model.kind, schema, **settings)
 
@@ -172,7 +171,6 @@ def _fit_score(split: Dataset, config: ExperimentConfig, steps: _Steps) -> _Scor
     schema = split.schema
     model = _build(config, schema)
     if hasattr(model, "metrics_callback"):  # models that report training curves (the transformer)
-        from psyattrs.experiments.tracking import training_metrics_logger
 
         model.metrics_callback = training_metrics_logger()
     valid = (split.valid, _targets(split.valid, config, schema)) if split.valid is not None else None
@@ -256,8 +254,6 @@ def resolved_message(heads: list[str], method: str) -> str:
 def feature_params(config: ExperimentConfig, schema: Schema) -> dict[str, str]:
     """The run parameters that say how text is read: `features.language` (the schema's) and
     `features.tokenizer` (e.g. `character n-grams + whitespace words (fallback: ...)`)."""
-    from psyattrs.features.tokenizers import tokenizer_description
-
     words = str(config.model.params.get("words", "auto"))
     return {"features.language": schema.language, "features.tokenizer": tokenizer_description(schema.language, words)}
 
@@ -309,8 +305,6 @@ def train(
 
 
 def _train_single(config: ExperimentConfig, schema: Schema, steps: _Steps, quiet: bool) -> TrainResult:
-    from psyattrs.experiments.tracking import start_run
-
     with start_run(config, role="single", quiet=quiet) as run:
         run.log_params(feature_params(config, schema))
         with steps.step("load and split the data"):
@@ -345,8 +339,6 @@ def _fold_mean(per_fold: list[dict[str, float]]) -> dict[str, float]:
 
 
 def _train_cv(config: ExperimentConfig, schema: Schema, steps: _Steps, quiet: bool) -> TrainResult:
-    from psyattrs.experiments.tracking import start_run
-
     with start_run(config, role="cv", quiet=quiet) as parent:
         parent.log_params(feature_params(config, schema))
         with steps.step("load the data"):

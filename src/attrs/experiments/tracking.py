@@ -48,6 +48,7 @@ from typing import Any, Callable, Iterator, Mapping
 import numpy as np
 import pandas as pd
 
+from psyattrs._version import __version__
 from psyattrs.data.table import SENTENCE_COLUMNS, final_column
 import psyattrs.experiments.metrics as M
 from psyattrs.errors import Interrupted, OutputFileError
@@ -246,6 +247,7 @@ def log_pyfunc_model(model: Any, schema: Schema, example: pd.DataFrame) -> str:
     """
     import mlflow
 
+    # lazy: mlflow (mlflow.pyfunc)
     from psyattrs.experiments.pyfunc import AttributesPyfunc, model_signature
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -273,8 +275,6 @@ def log_pyfunc_model(model: Any, schema: Schema, example: pd.DataFrame) -> str:
 
 
 def _tags(config: ExperimentConfig, role: str) -> dict[str, str]:
-    from psyattrs._version import __version__
-
     commit, dirty = git_commit()
     tags = {"psyattrs.version": __version__, "psyattrs.config": config.name, "psyattrs.role": role,
             "psyattrs.pid": str(os.getpid()), "psyattrs.pid_start": process_start(os.getpid()) or "",

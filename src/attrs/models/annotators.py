@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from psyattrs._runtime import progress_bar
 from psyattrs.data.annotations import slot_annotators
 from psyattrs.data.table import labeler_column
 from psyattrs.models.base import class_weight_vector, expand_soft_targets, read_saved_file, target_prior
@@ -202,8 +203,6 @@ class AnnotatorTfidfModel(TfidfModel):
         check_positive(self.params, "min_ratings", integer=True)
 
     def _fit(self, table: pd.DataFrame, targets: dict[str, np.ndarray], *, progress: bool) -> None:
-        from psyattrs._runtime import progress_bar
-
         self.featurizer_ = make_featurizer(self.schema.language, self.params).fit(table["text"])
         X = self._features(table)
         self.heads_ = {}

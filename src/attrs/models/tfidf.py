@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from psyattrs._runtime import progress_bar
 from psyattrs.features.context import gather_rows, previous_rows, speaker_keys
 from psyattrs.features.text import TextFeaturizer
 from psyattrs.models.base import MultiHeadModel, full_proba, read_saved_file, target_prior, weighted_expansion
@@ -170,8 +171,6 @@ class TfidfModel(MultiHeadModel):
         return context_matrix(X, table, self.context_previous, float(self.params["context_scale"]))
 
     def _fit(self, table: pd.DataFrame, targets: dict[str, np.ndarray], *, progress: bool) -> None:
-        from psyattrs._runtime import progress_bar
-
         self.featurizer_ = make_featurizer(self.schema.language, self.params).fit(table["text"])
         X = self._features(table)
         self.heads_ = {}

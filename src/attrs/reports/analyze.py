@@ -43,6 +43,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from psyattrs.data import load_corpus
+from psyattrs.data.io import read_table
 from psyattrs.data.table import final_column
 from psyattrs.errors import InputFileError
 from psyattrs.reports.plots import effects_figure
@@ -464,9 +466,6 @@ def load_analysis_input(path: "str | Path", *, outcomes: "str | Path | None" = N
     Raises:
         InputFileError: a missing or unreadable file, or no outcomes anywhere.
     """
-    from psyattrs.data import load_corpus
-    from psyattrs.data.io import read_table
-
     p = Path(path)
     if not p.exists():
         raise InputFileError(p, "file not found")

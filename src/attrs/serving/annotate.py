@@ -47,6 +47,7 @@ from typing import Any
 
 import pandas as pd
 
+from psyattrs._runtime import on_terminal, progress_bar
 from psyattrs.data.output import atomic_output, describe_os_error, is_temp_name
 from psyattrs.errors import InputFileError, OutputFileError
 
@@ -330,6 +331,7 @@ def annotate(
     """
     import time
 
+    # lazy: psyattrs --help imports this module (cli/annotate)
     from psyattrs.serving.predict import Predictor
     from psyattrs.serving.registry import pinned_uri
     from psyattrs.serving.sources import open_source
@@ -410,7 +412,7 @@ def _run_chunks(source, predictor, manifest: dict[str, Any], out: Path, rejects_
                 max_chunks: int | None, progress: bool) -> None:
     import time
 
-    from psyattrs._runtime import on_terminal, progress_bar
+    # lazy: psyattrs --help imports this module (cli/annotate)
     from psyattrs.features.tokenizers import clear_tokenizer_cache
 
     counts = manifest["counts"]

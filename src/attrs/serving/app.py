@@ -41,7 +41,10 @@ import tempfile
 import threading
 from typing import Any, Callable
 
+from psyattrs.data.prediction_input import check_prediction_table
 from psyattrs.experiments.pyfunc import predict_table
+from psyattrs.features.tokenizers import clear_tokenizer_cache, tokenizer_cache_info
+from psyattrs.serving.predict import inputs_to_table
 from psyattrs.serving.requests import RequestError, request_inputs
 
 DEFAULT_MAX_BODY = 20 * 1024 * 1024
@@ -268,9 +271,6 @@ class ScoringApp:
 
     def prepare(self, body: bytes) -> tuple[int, Any]:
         """(200, the checked table of sentences) or (4xx, a message) for a request body."""
-        from psyattrs.data.prediction_input import check_prediction_table
-        from psyattrs.serving.predict import inputs_to_table
-
         try:
             form, data = request_inputs(body)
             if form == "table":
@@ -289,8 +289,6 @@ class ScoringApp:
 
     def predict_json(self, table: Any) -> bytes:
         """The prediction records of a checked table as JSON objects joined by commas (no brackets)."""
-        from psyattrs.features.tokenizers import clear_tokenizer_cache, tokenizer_cache_info
-
         try:
             out = predict_table(self.model, self.schema, table, require_text=True)
             text = out.to_json(orient="records", force_ascii=False, double_precision=15)

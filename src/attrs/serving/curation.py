@@ -26,12 +26,15 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import pandas as pd
 
+from psyattrs.data import load_corpus
 from psyattrs.data.annotations import annotations_from_slots
-from psyattrs.data.table import Corpus
+from psyattrs.data.table import Corpus, normalize_table
+from psyattrs.errors import InputFileError
 from psyattrs.labels.active import STRATEGIES, selection_scores, top_k
 from psyattrs.labels.quality import ALL_HEADS, HeadLabels, label_quality_tables, wide_labels
 from psyattrs.labels.soft import pause_mask
 from psyattrs.schema import Schema
+from psyattrs.serving.predict import load_for_prediction
 
 UNITS: tuple[str, ...] = ("sentence", "conversation")
 _LABELER_HEAD = re.compile(r"^labeler\d+_([a-z][a-z0-9]*)$")
@@ -79,8 +82,6 @@ def _metric_name(name: str) -> str:
 
 
 def _model(model: Any, tracking_uri: str | None) -> tuple[Any, Schema, str]:
-    from psyattrs.serving.predict import load_for_prediction
-
     return load_for_prediction(model, tracking_uri=tracking_uri)
 
 
@@ -91,6 +92,7 @@ def run_targets(source: str, tracking_uri: str | None) -> tuple[float, float, st
         import mlflow
         from mlflow.exceptions import MlflowException
 
+        # lazy: scikit-learn via experiments/
         from psyattrs.experiments.provenance import load_run_config
         from psyattrs.experiments.store import quiet_mlflow, tracking_store
 
@@ -105,14 +107,9 @@ def run_targets(source: str, tracking_uri: str | None) -> tuple[float, float, st
 
 
 def _corpus(data: Any, schema: Schema, fmt: str | None, what: str) -> Corpus:
-    from psyattrs.data import load_corpus
-    from psyattrs.errors import InputFileError
-
     if isinstance(data, Corpus):
         corpus = data
     elif isinstance(data, pd.DataFrame):
-        from psyattrs.data.table import normalize_table
-
         if "text" not in data.columns:
             raise ValueError(f"the {what} has no 'text' column")
         corpus = Corpus(normalize_table(data, schema), schema=schema, format="generic")
@@ -200,6 +197,7 @@ def get_label_quality(
             f"(it has labels for {has or 'no head'}); pick the heads with --heads or use a model trained on these labels"
         )
     lam, smoothing, note = run_targets(source, tracking_uri)
+    # lazy: scikit-learn via experiments/
     from psyattrs.experiments.crossfit import cross_fitted_proba
 
     proba = cross_fitted_proba(data.utterances, _subset(schema, chosen), kind=inner.kind, settings=inner.settings,
@@ -213,6 +211,7 @@ def log_label_quality(result: LabelQuality, *, tracking_uri: str | None = None) 
     active MLflow run, or to the run named by MLFLOW_RUN_ID; returns its id, None when there is none."""
     import mlflow
 
+    # lazy: scikit-learn via experiments/
     from psyattrs.experiments.store import quiet_mlflow, tracking_store
 
     active = mlflow.active_run()
@@ -352,6 +351,7 @@ def _cross_fit_labelled(table: pd.DataFrame, labels: dict[str, HeadLabels], prob
     in_labelled = docs.isin(set(docs.iloc[rated_rows])).to_numpy()
     if docs[in_labelled].nunique() < folds:
         return proba
+    # lazy: scikit-learn via experiments/
     from psyattrs.experiments.crossfit import cross_fitted_proba
 
     lam, smoothing, _ = run_targets(source, tracking_uri)

@@ -67,9 +67,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from psyattrs.data.personaldialog import RecordError, parse_record
 from psyattrs.data.prediction_input import check_prediction_table
 from psyattrs.data.table import normalize_table
-from psyattrs.errors import PsyattrsWarning
+from psyattrs.errors import InputFileError, PsyattrsWarning
 from psyattrs.features.language import LANGUAGE_NAMES, guess_language, language_name
 from psyattrs.schema import Schema
 
@@ -92,6 +93,7 @@ _FORMS = (
 
 def _from_pyfunc(loaded: Any, source: str) -> tuple[Any, Schema]:
     """The multi-head model and schema inside a loaded MLflow pyfunc model."""
+    # lazy: mlflow
     from psyattrs.experiments.pyfunc import AttributesPyfunc
 
     inner = loaded.unwrap_python_model() if hasattr(loaded, "unwrap_python_model") else loaded
@@ -114,6 +116,7 @@ def _load_uri(uri: str, tracking_uri: str | None) -> tuple[Any, Schema]:
     import mlflow
     from mlflow.exceptions import MlflowException
 
+    # lazy: scikit-learn via experiments/
     from psyattrs.experiments.store import quiet_mlflow, tracking_store
 
     with tracking_store(tracking_uri) as store, quiet_mlflow():
@@ -126,8 +129,6 @@ def _load_uri(uri: str, tracking_uri: str | None) -> tuple[Any, Schema]:
 
 
 def _load_folder(folder: Path) -> tuple[Any, Schema]:
-    from psyattrs.errors import InputFileError
-
     if not folder.exists():
         raise InputFileError(folder, "model folder not found (give a models:/ or runs:/ URI, or a model folder)")
     if not folder.is_dir():
@@ -135,11 +136,13 @@ def _load_folder(folder: Path) -> tuple[Any, Schema]:
     if (folder / "MLmodel").is_file():
         import mlflow
 
+        # lazy: scikit-learn via experiments/
         from psyattrs.experiments.store import quiet_mlflow
 
         with quiet_mlflow():
             return _from_pyfunc(mlflow.pyfunc.load_model(str(folder), suppress_warnings=_NO_MLFLOW_WARNINGS), str(folder))
     if (folder / "model.json").is_file():
+        # lazy: scikit-learn
         from psyattrs.models.base import load_model
 
         model = load_model(folder)
@@ -163,6 +166,7 @@ def load_for_prediction(model: Any, *, tracking_uri: str | None = None) -> tuple
         InputFileError: a local folder that is missing or holds no model.
         TypeError: an object that is not a psyattrs model.
     """
+    # lazy: scikit-learn
     from psyattrs.models.base import MultiHeadModel
 
     if isinstance(model, Predictor):
@@ -232,8 +236,6 @@ def _dialogue_rows(turns: Sequence[Any], doc_id: str, where: str) -> list[dict[s
 
 
 def _record_rows(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    from psyattrs.data.personaldialog import RecordError, parse_record
-
     rows: list[dict[str, Any]] = []
     for i, record in enumerate(records, start=1):
         try:
@@ -392,6 +394,7 @@ class Predictor:
     @property
     def output_columns(self) -> list[str]:
         """The columns of the DataFrame `predict` returns, in order."""
+        # lazy: mlflow
         from psyattrs.experiments.pyfunc import head_columns
 
         return [*ID_COLUMNS, *(c for head in self.schema for c in head_columns(head))]
@@ -412,6 +415,7 @@ class Predictor:
                 or 0/1, repeated or negative `position`s, text that is not a string: see
                 `psyattrs.data.prediction_input`; names the column and the rows).
         """
+        # lazy: mlflow
         from psyattrs.experiments.pyfunc import prediction_columns
 
         index = table.index

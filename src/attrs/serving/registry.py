@@ -139,6 +139,7 @@ def register(
     import mlflow
     from mlflow.exceptions import MlflowException
 
+    # lazy: scikit-learn via experiments/
     from psyattrs.experiments.stopping import run_end
     from psyattrs.experiments.store import quiet_mlflow, tracking_store
 
@@ -207,6 +208,7 @@ def set_alias(name: str, alias: str, version: int, *, tracking_uri: str | None =
     import mlflow
     from mlflow.exceptions import MlflowException
 
+    # lazy: scikit-learn via experiments/
     from psyattrs.experiments.store import quiet_mlflow, tracking_store
 
     name = _check_name(name)
@@ -232,6 +234,7 @@ def resolve_alias(name: str, alias: str = DEFAULT_ALIAS, *, tracking_uri: str | 
     import mlflow
     from mlflow.exceptions import MlflowException
 
+    # lazy: scikit-learn via experiments/
     from psyattrs.experiments.store import quiet_mlflow, tracking_store
 
     with tracking_store(tracking_uri) as uri, quiet_mlflow():

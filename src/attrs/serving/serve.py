@@ -75,6 +75,7 @@ def check_model_uri(model: str, *, tracking_uri: str | None = None) -> str:
     import mlflow
     from mlflow.exceptions import MlflowException
 
+    # lazy: scikit-learn via experiments/; psyattrs --help imports this module (cli/serve)
     from psyattrs.experiments.store import quiet_mlflow, tracking_store
 
     if not isinstance(model, str) or not model.strip():
@@ -149,6 +150,7 @@ def bind_port(port: int) -> socket.socket:
 def server_environment(tracking_uri: str | None = None) -> dict[str, str]:
     """The child's environment: ours, with MLFLOW_TRACKING_URI resolved and this environment's
     scripts (uvicorn) first on PATH."""
+    # lazy: scikit-learn via experiments/; psyattrs --help imports this module (cli/serve)
     from psyattrs.experiments.store import ENV_URI, resolve_tracking_uri
 
     env = dict(os.environ)
@@ -317,6 +319,7 @@ def worker_app() -> Any:
 def scoring_app(model: Any, *, tracking_uri: str | None = None, timeout: float = 60,
                 max_body_mb: float = DEFAULT_MAX_BODY_MB) -> Any:
     """The `psyattrs.serving.app.ScoringApp` of a model (a URI or folder is loaded once)."""
+    # lazy: mlflow; psyattrs --help imports this module (cli/serve)
     from psyattrs.serving.app import ScoringApp
     from psyattrs.serving.predict import Predictor
 
@@ -373,6 +376,7 @@ def serve(
     Raises:
         ValueError: bad settings, a model URI that does not resolve, a port in use.
     """
+    # lazy: scikit-learn via experiments/; psyattrs --help imports this module (cli/serve)
     from psyattrs.experiments.store import ENV_URI, resolve_tracking_uri
 
     check_settings(port=port, workers=workers, timeout=timeout, max_body_mb=max_body_mb)
@@ -382,6 +386,7 @@ def serve(
         if loading is not None:
             loading()
         if workers > 1:  # each worker loads its own copy; this process only proves that it loads
+            # lazy: psyattrs --help imports this module (cli/serve)
             from psyattrs.serving.predict import Predictor
 
             Predictor(model, tracking_uri=tracking_uri)
@@ -400,6 +405,7 @@ def serve(
 
 
 def _run(config: Any, sock: socket.socket) -> int:
+    # lazy: uvicorn; psyattrs --help imports this module (cli/serve)
     from psyattrs.serving._uvicorn import StoppingServer, StoppingSupervisor
 
     if config.workers > 1:

@@ -44,7 +44,8 @@ from typing import Any, Iterator
 import numpy as np
 import pandas as pd
 
-from psyattrs.data.io import check_file, detect_encoding, detect_format, is_parquet
+from psyattrs.data.io import check_file, detect_encoding, detect_format, is_parquet, table_columns
+from psyattrs.data.lewidi import read_lewidi
 from psyattrs.data.personaldialog import TRAIT_COLUMNS, RecordError, decode_line, parse_record
 from psyattrs.errors import InputFileError
 
@@ -257,8 +258,6 @@ class TableSource:
     kind = "table"
 
     def __init__(self, path: "str | Path", chunk_size: int, *, batch_rows: int = 20_000):
-        from psyattrs.data.io import table_columns
-
         self.path = check_file(path)
         self.chunk_size = _check_chunk_size(chunk_size)
         self.batch_rows = batch_rows
@@ -421,8 +420,6 @@ class LewidiSource:
     unit = "items"
 
     def __init__(self, path: "str | Path", chunk_size: int):
-        from psyattrs.data.lewidi import read_lewidi
-
         self.path = check_file(path)
         self.chunk_size = _check_chunk_size(chunk_size)
         self.corpus = read_lewidi(self.path)

@@ -35,6 +35,8 @@ import sys
 from typing import Any
 
 from psyattrs.experiments.pyfunc import REQUIRED_INPUT, OPTIONAL_INTEGER_INPUT, OPTIONAL_STRING_INPUT
+from psyattrs.experiments.store import quiet_mlflow, tracking_store
+from psyattrs.serving.predict import Predictor
 
 NEEDED_COLUMNS: tuple[str, ...] = ("doc_id", "position", "text")
 INPUT_COLUMNS: tuple[str, ...] = (*REQUIRED_INPUT, *OPTIONAL_STRING_INPUT, *OPTIONAL_INTEGER_INPUT, "is_pause")
@@ -118,8 +120,6 @@ def annotate_spark(
     import mlflow
     from pyspark.sql import functions as F
 
-    from psyattrs.experiments.store import quiet_mlflow, tracking_store
-
     missing = [c for c in NEEDED_COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(
@@ -133,7 +133,6 @@ def annotate_spark(
     spark = df.sparkSession
     spark.conf.set(ARROW_BATCH_CONF, "0")
     inputs = [c for c in INPUT_COLUMNS if c in df.columns]
-    from psyattrs.serving.predict import Predictor
 
     schema = Predictor(model_uri, tracking_uri=tracking_uri).schema
     with tracking_store(tracking_uri), quiet_mlflow():

@@ -31,6 +31,8 @@ import numpy as np
 import pandas as pd
 
 from psyattrs.data.output import atomic_output
+from psyattrs.labels.aggregate import METHODS
+from psyattrs.labels.resolve import resolve_final_labels
 from psyattrs.synth import dialogue as sim
 from psyattrs.synth import lexicon as lex
 from psyattrs.synth import people
@@ -191,8 +193,6 @@ def synthesize(
         ValueError: an argument outside its allowed range (named with the range).
     """
     _check_args(n_dialogues, seed, rare_boost, min_turns, max_turns)
-    from psyattrs.labels.aggregate import METHODS  # the labels stage, used here only
-    from psyattrs.labels.resolve import resolve_final_labels
 
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; allowed: {list(METHODS)}")

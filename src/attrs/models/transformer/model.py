@@ -58,7 +58,11 @@ import pandas as pd
 
 from psyattrs.data.annotations import annotator_slot_numbers, slot_annotators
 from psyattrs.data.table import labeler_ids
+from psyattrs.features.context import prepare_table
 from psyattrs.models.base import MultiHeadModel, class_weight_vector, damaged_file, read_saved_file
+from psyattrs.models.transformer.backbone import is_multilingual, load_encoder, save_encoder, scratch_encoder
+from psyattrs.models.transformer.inputs import build_inputs, collate, length_sorted_batches, prefix_texts
+from psyattrs.models.transformer.quantize import quantize_dynamic
 
 HEAD_FILE = "heads.safetensors"
 ENCODER_DIR = "encoder"
@@ -183,7 +187,6 @@ class TransformerModel(MultiHeadModel):
         another language than the training corpus's is not warned about at prediction."""
         if self.is_scratch:
             return False
-        from psyattrs.models.transformer.backbone import is_multilingual
 
         return is_multilingual(self.params["backbone"], getattr(self._network, "encoder", None))
 
@@ -208,8 +211,6 @@ class TransformerModel(MultiHeadModel):
     # -- data ---------------------------------------------------------------------------------
 
     def _encode(self, table: pd.DataFrame):
-        from psyattrs.models.transformer.inputs import build_inputs
-
         p = self.params
         return build_inputs(table, self._tokenizer, previous=self.context_previous, max_length=p["max_length"],
                             speaker_roles=p["speaker_roles"], persona_text=p["persona_text"],
@@ -258,6 +259,7 @@ class TransformerModel(MultiHeadModel):
         return {h.name: self._annotator_index(self._vote_slots(table, h)[0]) for h in self.schema}
 
     def _train_data(self, table: pd.DataFrame, targets: dict[str, np.ndarray]):
+        # lazy: torch
         from psyattrs.models.transformer.training import TrainData
 
         if self.labeler_mode_ == "embeddings":
@@ -307,15 +309,13 @@ class TransformerModel(MultiHeadModel):
     def _build_network(self, table: pd.DataFrame, work: Path):
         import torch
 
-        from psyattrs.models.transformer.backbone import load_encoder, scratch_encoder
+        # lazy: torch
         from psyattrs.models.transformer.network import MultiHeadNetwork
 
         shared = self.params["checkpoint_dir"] and int(os.environ.get("RANK", "0")) == 0
         folder = Path(self.params["checkpoint_dir"]) / ENCODER_DIR if shared else work / ENCODER_DIR
         if self.is_scratch:
             if not (self.params["resume"] and (folder / "config.json").is_file()):
-                from psyattrs.models.transformer.inputs import prefix_texts
-
                 shape = {k: self.params[k] for k in ("hidden_size", "layers", "attention_heads", "intermediate_size", "vocab_size")}
                 texts = table["text"].tolist() + prefix_texts(table, persona_text=self.params["persona_text"],
                                                               speaker_traits=self.params["speaker_traits"])
@@ -339,6 +339,7 @@ class TransformerModel(MultiHeadModel):
     def _fit(self, table: pd.DataFrame, targets: dict[str, np.ndarray], *, progress: bool) -> None:
         import torch
 
+        # lazy: torch
         from psyattrs.models.transformer.training import TrainSettings, train_network
 
         if self.params["labeler_heads"]:
@@ -382,8 +383,6 @@ class TransformerModel(MultiHeadModel):
         if not self.params["quantize"] or self._device().type != "cpu":
             return self._network
         if self._quantized is None:
-            from psyattrs.models.transformer.quantize import quantize_dynamic
-
             self._network.to("cpu")
             self._quantized = quantize_dynamic(self._network)
         return self._quantized
@@ -393,8 +392,6 @@ class TransformerModel(MultiHeadModel):
         """(rows, outputs) per batch; `annotators` (annotator embeddings: head -> (n, S) embedding
         rows) defaults to each row's known annotators (`_annotator_inputs`)."""
         import torch
-
-        from psyattrs.models.transformer.inputs import collate, length_sorted_batches
 
         network = self._inference_network()
         device = torch.device("cpu") if network is self._quantized else self._device()
@@ -437,8 +434,6 @@ class TransformerModel(MultiHeadModel):
         Raises:
             ValueError: the model has no labeler heads.
         """
-        from psyattrs.features.context import prepare_table
-
         self._check_fitted()
         if not self.params["labeler_heads"]:
             raise ValueError("this model has no per-labeler heads (train it with labeler_heads: true)")
@@ -471,8 +466,6 @@ class TransformerModel(MultiHeadModel):
         Raises:
             ValueError: the model has no annotator embeddings, or an id it was not trained with.
         """
-        from psyattrs.features.context import prepare_table
-
         self._check_fitted()
         if self.labeler_mode_ != "embeddings":
             raise ValueError("this model has no annotator embeddings (train it with labeler_heads: true and "
@@ -510,8 +503,6 @@ class TransformerModel(MultiHeadModel):
     def _save_state(self, folder: Path) -> dict[str, Any]:
         from safetensors.torch import save_file
 
-        from psyattrs.models.transformer.backbone import save_encoder
-
         save_encoder(self._tokenizer, self._network.encoder, folder / ENCODER_DIR)
         heads = {k: v.detach().cpu().contiguous() for k, v in self._network.heads.state_dict().items()}
         save_file(heads, str(folder / HEAD_FILE))
@@ -521,7 +512,7 @@ class TransformerModel(MultiHeadModel):
     def _load_state(self, folder: Path, state: dict[str, Any]) -> None:
         from safetensors.torch import load_file
 
-        from psyattrs.models.transformer.backbone import load_encoder
+        # lazy: torch
         from psyattrs.models.transformer.network import MultiHeadNetwork
 
         self.labelers_ = [int(k) for k in state.get("labelers", [])]
