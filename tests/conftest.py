@@ -9,6 +9,8 @@ Builders return DataFrames or record lists that a test can alter before writing 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 from pathlib import Path
 
@@ -209,6 +211,19 @@ def personaldialog_records() -> list[dict]:
 
 # ----------------------------------------------------------------------------------------------
 # writers and fixtures
+
+
+def validate_is_clean(path: Path) -> None:
+    """`psyattrs data validate PATH` ends 0 or 1, or 2 with exactly one `psyattrs: error:` line (no traceback)."""
+    from psyattrs.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["data", "validate", str(path)])
+    assert code in (0, 1, 2)
+    if code == 2:
+        lines = err.getvalue().strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("psyattrs: error: "), err.getvalue()
 
 
 def write_csv(df: pd.DataFrame, path: Path, encoding: str = "utf-8") -> Path:

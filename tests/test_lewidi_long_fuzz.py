@@ -4,8 +4,6 @@ one clean error; never a crash, never a class count that follows one value."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 
@@ -14,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from psyattrs.cli import main
+from conftest import validate_is_clean
 from psyattrs.data import read_long
 from psyattrs.data.lewidi import read_lewidi
 from psyattrs.data.scales import MAX_INFERRED_CLASSES
@@ -48,16 +46,6 @@ def lewidi_text(draw) -> tuple[str, int]:
     return "{" + ", ".join(parts) + "}", n
 
 
-def _cli_is_clean(path: Path) -> None:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(["data", "validate", str(path)])
-    assert code in (0, 1, 2)
-    if code == 2:
-        lines = err.getvalue().strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("psyattrs: error: "), err.getvalue()
-
-
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("fuzz_lewidi")
@@ -79,7 +67,7 @@ def test_lewidi_files_with_outliers_repeats_and_huge_lists(scratch, case):
         assert 2 <= head.n_classes <= MAX_INFERRED_CLASSES or head.n_classes == 1
         ids = [p.doc_id for p in corpus.problems if p.field == "item id"]
         assert len(ids) == n_written - len(json.loads(text))  # every repeated id set aside, named
-    _cli_is_clean(path)
+    validate_is_clean(path)
 
 
 @FUZZ
@@ -104,4 +92,4 @@ def test_long_tables_with_outliers_short_rows_and_repeats(scratch, labels, cut, 
         assert short == {k for k in cut if k < len(labels)}  # every row cut short, and no other
         kept = pd.Series(corpus.annotations["label"]) if corpus.annotations is not None else pd.Series([], dtype=int)
         assert kept.between(0, MAX_INFERRED_CLASSES - 1).all()
-    _cli_is_clean(path)
+    validate_is_clean(path)

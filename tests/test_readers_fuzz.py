@@ -7,8 +7,6 @@ message. Example counts are kept small so the file runs in seconds.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 
@@ -17,8 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import annotated_frame, generic_frame, personaldialog_records, public_frame
-from psyattrs.cli import main
+from conftest import annotated_frame, generic_frame, personaldialog_records, public_frame, validate_is_clean
 from psyattrs.data import (
     Corpus,
     detect_format,
@@ -64,22 +61,12 @@ def _only_clean_outcomes(path: Path, readers=READERS) -> None:
             assert result in ("annotated", "public", "generic", "personaldialog")
 
 
-def _cli_is_clean(path: Path) -> None:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(["data", "validate", str(path)])
-    assert code in (0, 1, 2)
-    if code == 2:
-        lines = err.getvalue().strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("psyattrs: error: ")
-
-
 @FUZZ
 @given(data=st.binary(max_size=600))
 def test_random_bytes(scratch, data):
     scratch.write_bytes(data)
     _only_clean_outcomes(scratch)
-    _cli_is_clean(scratch)
+    validate_is_clean(scratch)
 
 
 @FUZZ
@@ -88,7 +75,7 @@ def test_truncated_files(scratch, kind, cut):
     raw = VALID[kind]
     scratch.write_bytes(raw[: int(len(raw) * cut)])
     _only_clean_outcomes(scratch)
-    _cli_is_clean(scratch)
+    validate_is_clean(scratch)
 
 
 @FUZZ
@@ -103,7 +90,7 @@ def test_garbled_files(scratch, kind, edits):
         raw[i : i + 1] = replacement
     scratch.write_bytes(bytes(raw))
     _only_clean_outcomes(scratch)
-    _cli_is_clean(scratch)
+    validate_is_clean(scratch)
 
 
 MATCHING_READER = {"annotated": read_annotated, "public": read_public, "generic": read_generic}
@@ -120,7 +107,7 @@ def test_valid_header_with_random_cells(scratch, kind, cells):
     body = "\n".join(",".join('"' + c.replace('"', '""') + '"' for c in row) for row in rows)
     scratch.write_text(header + "\n" + body + "\n", encoding="utf-8")
     _only_clean_outcomes(scratch, readers=[MATCHING_READER[kind]])
-    _cli_is_clean(scratch)
+    validate_is_clean(scratch)
 
 
 JSON_VALUE = st.recursive(
@@ -145,4 +132,4 @@ JSON_VALUE = st.recursive(
 def test_personaldialog_random_records(scratch, records):
     scratch.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     _only_clean_outcomes(scratch)
-    _cli_is_clean(scratch)
+    validate_is_clean(scratch)

@@ -284,8 +284,8 @@ def test_a_body_over_the_limit_gets_413_and_the_server_keeps_serving(server, tin
     assert status == 200 and len(json.loads(text)["predictions"]) == 2000
 
 
-def _asgi_post(app, chunks: list[bytes]) -> tuple[int, dict]:
-    """Status and JSON answer of a chunked POST /invocations sent to the ASGI app in-process."""
+def _asgi_send(app, chunks: list[bytes], *, chunked: bool) -> tuple[int, bytes]:
+    """Status and raw body of a POST /invocations of `chunks` sent to the ASGI app in-process."""
     import asyncio
 
     messages = [{"type": "http.request", "body": chunk, "more_body": i + 1 < len(chunks)}
@@ -298,14 +298,18 @@ def _asgi_post(app, chunks: list[bytes]) -> tuple[int, dict]:
     async def send(message):
         sent.append(message)
 
+    headers = [(b"content-type", b"application/json")] + ([(b"transfer-encoding", b"chunked")] if chunked else [])
     scope = {"type": "http", "method": "POST", "path": "/invocations", "raw_path": b"/invocations",
-             "query_string": b"", "headers": [(b"content-type", b"application/json"),
-                                               (b"transfer-encoding", b"chunked")],
-             "http_version": "1.1", "scheme": "http", "server": ("127.0.0.1", 1), "client": ("127.0.0.1", 2),
-             "root_path": ""}
+             "query_string": b"", "headers": headers, "http_version": "1.1", "scheme": "http",
+             "server": ("127.0.0.1", 1), "client": ("127.0.0.1", 2), "root_path": ""}
     asyncio.run(app(scope, receive, send))
-    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-    return sent[0]["status"], json.loads(body)
+    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+
+
+def _asgi_post(app, chunks: list[bytes]) -> tuple[int, dict]:
+    """Status and JSON answer of a chunked POST /invocations sent to the ASGI app in-process."""
+    status, body = _asgi_send(app, chunks, chunked=True)
+    return status, json.loads(body)
 
 
 @pytest.mark.parametrize("chunks", [[b"x" * 60, b"x" * 60], [b"x" * 60, b"x" * 60, b"x" * 60]],
@@ -421,23 +425,8 @@ def test_cli_serve_unknown_model_exits_2(tiny_model, capsys):
 
 
 def _asgi_post_json(app, payload: dict) -> tuple[int, bytes]:
-    """Status and raw body of a POST /invocations sent to the ASGI app in-process."""
-    import asyncio
-
-    messages = [{"type": "http.request", "body": json.dumps(payload).encode(), "more_body": False}]
-    sent = []
-
-    async def receive():
-        return messages.pop(0) if messages else {"type": "http.disconnect"}
-
-    async def send(message):
-        sent.append(message)
-
-    scope = {"type": "http", "method": "POST", "path": "/invocations", "raw_path": b"/invocations",
-             "query_string": b"", "headers": [(b"content-type", b"application/json")], "http_version": "1.1",
-             "scheme": "http", "server": ("127.0.0.1", 1), "client": ("127.0.0.1", 2), "root_path": ""}
-    asyncio.run(app(scope, receive, send))
-    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    """Status and raw body of a POST /invocations of `payload` in one piece, sent to the ASGI app in-process."""
+    return _asgi_send(app, [json.dumps(payload).encode()], chunked=False)
 
 
 @pytest.mark.parametrize("record, fragment", [
