@@ -24,8 +24,12 @@ $(STAMP): requirements.lock pyproject.toml
 
 venv: $(STAMP)
 
+# the suite runs in one worker process per CPU (pytest-xdist), whole test files per worker so that a
+# file's shared fixtures are built once; `make test TEST_WORKERS=0` runs it in this one process
+TEST_WORKERS ?= auto
+
 test: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 demo: $(STAMP)
 	mkdir -p $(DEMO)

@@ -8,7 +8,6 @@ an environment without it). multilingual-e5-small: tests/test_pretrained_e5.py.
 """
 
 import importlib.util
-import os
 from pathlib import Path
 
 import mlflow
@@ -415,44 +414,6 @@ def test_importing_the_transformer_model_does_not_load_torch():
             "print(sorted(m for m in ('torch', 'transformers', 'tokenizers', 'mlflow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
-
-
-DDP_SCRIPT = """
-import hashlib, os, sys
-import torch
-from psyattrs.experiments.config import load_config
-from psyattrs.experiments.runner import train
-config = load_config(sys.argv[1], sys.argv[3:])
-result = train(config, quiet=True)
-digest = hashlib.sha256()
-for name, tensor in sorted(result.model._network.state_dict().items()):
-    digest.update(name.encode()); digest.update(tensor.detach().cpu().numpy().tobytes())
-world = torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
-with open(os.path.join(sys.argv[2], f"rank{os.environ['RANK']}.txt"), "w") as f:
-    f.write(f"{digest.hexdigest()} {world} {result.run_id}")
-"""
-
-
-@pytest.mark.slow
-def test_torchrun_two_cpu_processes_end_with_the_same_weights_and_one_run(tmp_path):
-    import subprocess
-    import sys
-
-    script = tmp_path / "ddp_train.py"
-    script.write_text(DDP_SCRIPT)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script),
-           str(REPO / "experiments" / "transformer_tiny.yaml"), str(tmp_path), *SHRINK, "model.params.epochs=2",
-           f"tracking.uri={uri}", "tracking.experiment=ddp"]
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=500)
-    assert done.returncode == 0, done.stderr[-3000:]
-    (h0, w0, run0), (h1, w1, run1) = [(tmp_path / f"rank{r}.txt").read_text().split(" ") for r in (0, 1)]
-    assert (w0, w1) == ("2", "2") and h0 == h1
-    assert run0 and run1 == ""
-    runs = mlflow.MlflowClient(tracking_uri=uri).search_runs([mlflow.MlflowClient(tracking_uri=uri)
-                                                             .get_experiment_by_name("ddp").experiment_id])
-    assert [r.info.run_id for r in runs] == [run0] and runs[0].info.status == "FINISHED"
 
 
 def test_ensemble_weights_are_fitted_on_valid_and_the_folder_round_trips(corpus, tmp_path):

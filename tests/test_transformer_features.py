@@ -329,6 +329,10 @@ def _saved(model, folder: Path, **params) -> Path:
 
 @pytest.mark.slow
 def test_torchrun_module_cli_trains_on_two_cpu_processes_with_one_run(tmp_path):
+    """`torchrun -m psyattrs train`: both ranks end with the same weights, rank 0 alone makes the run.
+
+    The one torchrun test of the suite (each launch costs tens of seconds on two cores): the CLI runs
+    the same `train` as the Python API, so this covers both."""
     if importlib.util.find_spec("torch.distributed.run") is None:
         pytest.skip("torch.distributed.run (torchrun) is not available")
     import torch.distributed
