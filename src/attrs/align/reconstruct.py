@@ -59,7 +59,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from psyattrs.align.cache import clean_stale, entry_is_sound, write_manifest
+from psyattrs.align.cache import cache_folder, clean_stale, entry_is_sound, write_manifest
 from psyattrs.align.classifier import FixedScorer, PriorScorer
 from psyattrs.align.conversations import COUNTED, NOT_COUNTED, Conversation, read_conversations
 from psyattrs.align.output import ALIGN_COLUMNS, REPORT_COLUMNS, report_table, unfit_reason, utterance_table
@@ -554,13 +554,6 @@ def write_report(result: AlignResult, path: "str | Path") -> Path:
 
 ALIGN_VERSION = 6
 """Bumped when the aligner's output changes, so cached alignments are redone."""
-
-
-def cache_folder() -> Path:
-    """Where `aligned_corpus` caches alignments: `$PSYATTRS_CACHE/align`, else `~/.cache/psyattrs/align`."""
-    import os
-    root = os.environ.get("PSYATTRS_CACHE")
-    return (Path(root) if root else Path.home() / ".cache" / "psyattrs") / "align"
 
 
 def cache_entry(corpus: Corpus, settings: AlignSettings | None = None) -> Path | None:
