@@ -64,6 +64,7 @@ from psyattrs.align.classifier import FixedScorer, PriorScorer
 from psyattrs.align.conversations import COUNTED, NOT_COUNTED, Conversation, read_conversations
 from psyattrs.align.output import ALIGN_COLUMNS, REPORT_COLUMNS, report_table, unfit_reason, utterance_table
 from psyattrs.align.rounds import Aligner, Fit
+from psyattrs.align.sentvec import encoder_version
 from psyattrs.align.settings import AlignSettings
 from psyattrs.align.summary import AlignSummary, summarize_alignment
 from psyattrs.data.generic import read_generic
@@ -567,7 +568,12 @@ def cache_entry(corpus: Corpus, settings: AlignSettings | None = None) -> Path |
         return None
     settings = settings or AlignSettings()
     digest = hashlib.sha256(Path(corpus.source).read_bytes())
-    digest.update(json.dumps({"settings": settings.to_dict(), "version": ALIGN_VERSION, "schema": corpus.schema.to_dict()},
+    key = settings.to_dict()
+    if not settings.coherence_use and not settings.coherence_only:  # the keys of before the encoder stay valid
+        del key["coherence_use"], key["coherence_only"]
+    elif settings.coherence_use:  # another encoder version, another alignment
+        key["encoder"] = encoder_version()
+    digest.update(json.dumps({"settings": key, "version": ALIGN_VERSION, "schema": corpus.schema.to_dict()},
                              sort_keys=True, default=str).encode())
     return cache_folder() / digest.hexdigest()[:24]
 

