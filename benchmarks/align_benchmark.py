@@ -37,7 +37,14 @@ persona-grouped cross-validated macro-F1 of the classical model trained on each 
 learn from fewer conversations). `--gold-seeds N` aligns under each configuration with seeds 0..N-1
 of the cross-fitting folds and solvers and prints the medians and each seed's overall share: on the
 six gold conversations the seed alone moves the overall share by a few hundredths, more than most
-differences between configurations. Absent folder or rows: skipped, and the script says so.
+differences between configurations. With more than one configuration, a leave-one-conversation-out
+choice among them follows: for each gold conversation the configuration that placed the most agreed
+lines right on the other gold conversations, scored on it (what keeping the winner is worth on a
+conversation it was not chosen on). With a configuration that uses the USE sentence encoder (`use`,
+`use_alone`; issue 27), the speaker-change check follows: at each speaker change both readers agree
+on, how often the USE cosine, and the character-bigram overlap, pick the true last line of the
+previous speaker among it and its two same-speaker neighbours, against chance.
+Absent folder or rows: skipped, and the script says so.
 
 `--quick` (issue 27) finishes in a few minutes: 30 synthetic conversations with a 6-round cap
 and no reference row, no full real-rows part, and (with `--gold`) the gold conversations and 24

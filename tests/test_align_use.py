@@ -208,3 +208,24 @@ def test_the_alignment_cache_keys_of_before_stay_and_the_encoder_version_counts(
     assert on != reconstruct.cache_entry(corpus)
     monkeypatch.setattr(reconstruct, "encoder_version", lambda: "9.9.9")
     assert reconstruct.cache_entry(corpus, AlignSettings(coherence_use=True)) != on
+
+
+def test_the_benchmark_chooses_a_configuration_on_the_other_conversations_only(monkeypatch, capsys):
+    import sys
+    from pathlib import Path
+
+    import pandas as pd
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    sys.modules.pop("align_benchmark", None)
+    import align_benchmark
+
+    # A places all of d1 right and nothing else, B half of d2 and d3: pooled they tie (10 of 30 each),
+    # but held out, each conversation gets the configuration that is worse on it
+    out = pd.DataFrame({"agreed lines": [10, 10, 10, 30], "A": [1.0, 0.0, 0.0, 1 / 3], "B": [0.0, 0.5, 0.5, 1 / 3]},
+                       index=["d1", "d2", "d3", "all"])
+    align_benchmark._loo_choice(out, ["A", "B"])
+    text = capsys.readouterr().out
+    assert "all: 0.000 of 30 agreed user lines placed right (first listed, A: 0.333)" in text
+    rows = {line.split()[0]: line.split()[1] for line in text.splitlines() if line[:2] in ("d1", "d2", "d3")}
+    assert rows == {"d1": "B", "d2": "A", "d3": "A"}
