@@ -37,7 +37,14 @@ persona-grouped cross-validated macro-F1 of the classical model trained on each 
 learn from fewer conversations). `--gold-seeds N` aligns under each configuration with seeds 0..N-1
 of the cross-fitting folds and solvers and prints the medians and each seed's overall share: on the
 six gold conversations the seed alone moves the overall share by a few hundredths, more than most
-differences between configurations. Absent folder or rows: skipped, and the script says so.
+differences between configurations. With more than one configuration, a leave-one-conversation-out
+choice among them follows: for each gold conversation the configuration that placed the most agreed
+lines right on the other gold conversations, scored on it (what keeping the winner is worth on a
+conversation it was not chosen on). With a configuration that uses the USE sentence encoder (`use`,
+`use_alone`; issue 27), the speaker-change check follows: at each speaker change both readers agree
+on, how often the USE cosine, and the character-bigram overlap, pick the true last line of the
+previous speaker among it and its two same-speaker neighbours, against chance.
+Absent folder or rows: skipped, and the script says so.
 
 `--quick` (issue 27) finishes in a few minutes: 30 synthetic conversations with a 6-round cap
 and no reference row, no full real-rows part, and (with `--gold`) the gold conversations and 24
@@ -290,12 +297,17 @@ CONFIGS: dict[str, dict] = {
     "v4": {"coherence_pairs": False, "coherence_morphemes": False},
     "v5": {"coherence_morphemes": False},
     "defaults": {},
+    "use": {"coherence_use": True},
+    "use_alone": {"coherence_use": True, "coherence_only": ("use_cosine",)},
+    "bigram_alone": {"coherence_only": ("bigram_overlap",)},
 }
 """The configurations of the gold part: overrides of `AlignSettings` (issue5: the settings of issue 5;
 each new source of evidence alone on top of them; all of them; v3: the defaults of ALIGN_VERSION 3, whose
 rounds froze no conversation; v4: those of ALIGN_VERSION 4, whose coherence scores also counted what one
 line alone says; v5: those of ALIGN_VERSION 5, whose coherence did not count the content morphemes both
-lines hold; defaults: `AlignSettings()` as it is)."""
+lines hold; defaults: `AlignSettings()` as it is; use: the defaults with the USE sentence-encoder cosine
+in the coherence model (issue 27); use_alone / bigram_alone: the coherence model's pair terms reduced
+to the USE cosine / to the character-bigram overlap)."""
 
 
 def _cv(labelled: pd.DataFrame) -> tuple[dict[str, float], dict[str, float]]:
@@ -390,6 +402,10 @@ def gold_part(gold_dir: Path, iterations: int, configs: list[str], subset: int |
     print(out.to_string(float_format=lambda x: f"{x:.3f}"))
     print("\nper configuration:")
     print(pd.DataFrame(extra).to_string(float_format=lambda x: f"{x:.3f}"))
+    if len(configs) > 1:
+        _loo_choice(out, configs)
+    if any(CONFIGS[n].get("coherence_use") for n in configs):
+        speaker_change_check(corpus, gold)
     if cv:
         print("\npersona-grouped 4-fold CV macro-F1 on the reconstructed real sentences (tfidf per configuration; majority floor):")
         heads = list(next(iter(f1.values()))[0])
@@ -397,6 +413,66 @@ def gold_part(gold_dir: Path, iterations: int, configs: list[str], subset: int |
         df = pd.DataFrame(rows).T
         df.loc["mean"] = df.mean()
         print(df.to_string(float_format=lambda x: f"{x:.3f}"))
+
+
+def _loo_choice(out: pd.DataFrame, configs: list[str]) -> None:
+    """Leave-one-conversation-out choice among the configurations: for each gold conversation, the
+    configuration that placed the most agreed user lines right on the other gold conversations (a tie:
+    the first listed), scored on the held-out one; nothing is chosen and scored on the same one."""
+    per = out.drop(index="all")
+    right = per[configs].multiply(per["agreed lines"], axis=0)
+    rows, total = [], 0.0
+    for doc in per.index:
+        rest = right.drop(index=doc).sum()
+        pick = max(configs, key=lambda n: (rest[n], -configs.index(n)))
+        rows.append({"doc_id": doc, "chosen on the others": pick, "right": per.loc[doc, pick]})
+        total += right.loc[doc, pick]
+    table = pd.DataFrame(rows).set_index("doc_id")
+    print(f"\nleave-one-conversation-out choice among {', '.join(configs)} (chosen on the other gold conversations, "
+          "scored on the held-out one):")
+    print(table.to_string(float_format=lambda x: f"{x:.3f}"))
+    print(f"all: {total / per['agreed lines'].sum():.3f} of {int(per['agreed lines'].sum())} agreed user lines placed right"
+          f" (first listed, {configs[0]}: {out.loc['all', configs[0]]:.3f})")
+
+
+def speaker_change_check(corpus, gold) -> None:
+    """At each speaker change both readers agree on (the same two lines adjacent in every reading, blank
+    lines skipped), which of the previous speaker's true last line and its two same-speaker neighbours
+    (non-blank lines) is closest to the reply: by the USE cosine, by the coherence model's
+    character-bigram overlap; chance is 1 / the candidates. Ties count 1 / the tied candidates."""
+    from psyattrs.align.coherence import FEATURES, PairFeaturizer
+    from psyattrs.align.sentvec import sentence_vectors
+
+    u = corpus.utterances
+    u = u[u["doc_id"].astype(str).isin(set(gold))]
+    text = {(str(d), "P" if t == "persona" else "U", int(k)): x
+            for d, t, k, x, b in zip(u["doc_id"], u["person_type"], u["line"], u["text"], u["is_blank"]) if not b}
+    vec = sentence_vectors(list(text.values()))
+    feat = PairFeaturizer(list(text.values()))
+    big = FEATURES.index("bigram_overlap")
+    hits = {"USE cosine": [], "bigram overlap": [], "chance": []}
+    for doc, g in gold.items():
+        changes = []
+        for order in g.orders.values():
+            seq = [(w, i) for w, i in order if (doc, w, i) in text]
+            changes.append({(a, b) for a, b in zip(seq, seq[1:]) if a[0] != b[0]})
+        for (who, i), reply in sorted(set.intersection(*changes)):
+            own = sorted(k for (d, w, k) in text if d == doc and w == who)
+            r = own.index(i)
+            cands = own[max(0, r - 1): r + 2]
+            lines = [text[(doc, who, k)] for k in cands]
+            right = text[(doc, reply[0], reply[1])]
+            truth = cands.index(i)
+            scores = {"USE cosine": np.array([float(vec[x] @ vec[right]) for x in lines]),
+                      "bigram overlap": feat.features(lines, [right])[:, 0, big]}
+            for name, sc in scores.items():
+                best = np.flatnonzero(np.isclose(sc, sc.max()))
+                hits[name].append(float(truth in best) / len(best))
+            hits["chance"].append(1.0 / len(cands))
+    n = len(hits["chance"])
+    print(f"\nspeaker-change check on the gold conversations: {n} changes both readers agree on; the true last line of the "
+          "previous speaker picked among it and its two same-speaker neighbours:")
+    print("  " + ", ".join(f"{name} {np.mean(v):.3f}" for name, v in hits.items()))
 
 
 def _stops(result) -> str:

@@ -7,6 +7,8 @@ models, so it sits above models/.
 - `conversations`: the release's conversations, their pause treatments and candidate units.
 - `classifier`: log P(labels | unit) from a sentence classifier.
 - `priors`: the label-free parts of the score (line continuation, run ends, speaker changes).
+- `coherence`: what the two lines at a speaker change say together; `sentvec`: the USE sentence
+  vectors of its optional cosine feature, cached per corpus.
 - `rounds`: `Aligner`: lattices, the DP, re-estimation between rounds.
 - `lattice` and `dp`: the exact dynamic programme over merges (its input and output; the passes).
 - `output`: the utterance table and the report; `eval`: naive readings, scoring against a truth.

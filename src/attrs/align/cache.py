@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import time
 import warnings
@@ -29,6 +30,12 @@ MANIFEST = "manifest.json"
 STALE_TEMP_SECONDS = 15 * 60
 """Age after which a temporary file, or an entry folder without a manifest, belongs to a process
 that died while writing (a live one finishes an entry within seconds of starting to write it)."""
+
+
+def cache_folder() -> Path:
+    """Where `aligned_corpus` caches alignments: `$PSYATTRS_CACHE/align`, else `~/.cache/psyattrs/align`."""
+    root = os.environ.get("PSYATTRS_CACHE")
+    return (Path(root) if root else Path.home() / ".cache" / "psyattrs") / "align"
 
 
 def file_facts(path: Path) -> dict[str, int | str]:

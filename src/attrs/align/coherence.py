@@ -36,6 +36,7 @@ from collections import Counter
 import numpy as np
 import scipy.sparse as sp
 
+from psyattrs.align.sentvec import sentence_vectors
 from psyattrs.features.tokenizers import normalize_texts, tokenize, word_tokenizer
 
 _WORD = re.compile(r"\w+")
@@ -62,6 +63,11 @@ ONE_SIDED = (
 )  # fmt: skip
 """The features of one line alone: where a run ends, not whether the reply fits (`CoherenceModel`'s
 `pair_only`)."""
+USE_FEATURE = "use_cosine"
+"""The cosine of the two lines' USE sentence vectors (`psyattrs.align.sentvec`): a column after
+`FEATURES`, present only when the model is given the vectors (`CoherenceModel`'s `use`)."""
+PAIR_FEATURES = (*(n for n in FEATURES if n not in ONE_SIDED), USE_FEATURE)
+"""The features `CoherenceModel`'s `only` may keep (the pair terms; the one-sided ones always stay)."""
 CONTENT_TAGS = ("NNG", "NNP", "NR", "SN", "SL", "SH", "XR", "VV", "VA", "MAG")
 """The kiwipiepy tags of the morphemes whose echo says a reply picks up a topic: nouns, numbers,
 foreign words, roots, verb and adjective stems, adverbs (not endings, particles or punctuation)."""
@@ -120,9 +126,14 @@ class PairFeaturizer:
         lines: every line of the corpus (the rarity statistics).
         language: the corpus's language code, for the morpheme features (`content_morphemes`);
             None leaves them at 0.
+        vectors: {line: its unit-length sentence vector} (`psyattrs.align.sentvec.sentence_vectors`):
+            adds `USE_FEATURE` after `FEATURES`, the cosine of the two lines' vectors (a line
+            without one: 0); None: `FEATURES` only.
     """
 
-    def __init__(self, lines: list[str], language: str | None = None):
+    def __init__(self, lines: list[str], language: str | None = None, vectors: dict[str, np.ndarray] | None = None):
+        self.vectors = vectors
+        self.names = (*FEATURES, USE_FEATURE) if vectors is not None else FEATURES
         toks = [_tokens(x) for x in lines]
         self.vocabs = [_Vocab([t[k] for t in toks]) for k in range(3)]
         rare = np.quantile(self.vocabs[0].idf, 0.5) if len(self.vocabs[0].idf) else 0.0
@@ -141,11 +152,13 @@ class PairFeaturizer:
         return [self._morphemes[x] for x in lines]
 
     def features(self, left: list[str], right: list[str]) -> np.ndarray:
-        """(len(left), len(right), len(FEATURES)) float32: every pair (left line, right line)."""
+        """(len(left), len(right), len(self.names)) float32: every pair (left line, right line)."""
         a_t, b_t = [_tokens(x) for x in left], [_tokens(x) for x in right]
-        out = np.zeros((len(left), len(right), len(FEATURES)), dtype=np.float32)
+        out = np.zeros((len(left), len(right), len(self.names)), dtype=np.float32)
         if not left or not right:
             return out
+        if self.vectors is not None:
+            out[..., len(FEATURES)] = self._vectors(left) @ self._vectors(right).T
         f = {name: k for k, name in enumerate(FEATURES)}
         out[..., f["bias"]] = 1.0
         norm = np.sqrt(np.outer([len(t[1]) + 1 for t in a_t], [len(t[1]) + 1 for t in b_t]))
@@ -186,6 +199,13 @@ class PairFeaturizer:
         return out
 
 
+    def _vectors(self, lines: list[str]) -> np.ndarray:
+        """(len(lines), dim): each line's sentence vector, zeros for a line without one."""
+        dim = len(next(iter(self.vectors.values()))) if self.vectors else 1
+        zero = np.zeros(dim, dtype=np.float32)
+        return np.array([self.vectors.get(x, zero) for x in lines], dtype=np.float32).reshape(len(lines), dim)
+
+
 def _rarest_shared(A: sp.csr_matrix, B: sp.csr_matrix, idf: np.ndarray) -> np.ndarray:
     """(rows of A, rows of B): the largest idf of a token both rows hold (0: none)."""
     cols = np.intersect1d(A.indices, B.indices)
@@ -206,18 +226,34 @@ class CoherenceModel:
             log P(change | pair) - log(the corpus rate).
         language: the corpus's language code: the morpheme features (`PairFeaturizer`); None
             leaves them out.
+        use: add `USE_FEATURE`, the cosine of the two lines' USE sentence vectors
+            (`psyattrs.align.sentvec.sentence_vectors`, embedded once per corpus and cached).
+        only: keep only these pair features (`PAIR_FEATURES`) beside the one-sided ones (empty:
+            all of them): to measure one source of evidence alone.
+        progress: the embedding's progress bar on a terminal, its lines on standard error otherwise.
 
     Pairs are indexed by non-blank line: `persona_user[c][a, b]` is the score of persona line a
     followed by user line b, `user_persona[c][b, a]` of user line b followed by persona line a.
     """
 
     def __init__(self, persona: list[list[str]], user: list[list[str]], fold: np.ndarray, pair_only: bool = True,
-                 language: str | None = None):
+                 language: str | None = None, use: bool = False, only: tuple[str, ...] = (), progress: bool = True):
         self.pair_only = pair_only
         self.fold = np.asarray(fold, dtype=np.int64)
         self.n_folds = int(self.fold.max()) + 1 if len(self.fold) else 1
-        feat = PairFeaturizer([x for lines in persona + user for x in lines], language)
+        lines = [x for lines in persona + user for x in lines]
+        allowed = PAIR_FEATURES if use else PAIR_FEATURES[:-1]
+        unknown = sorted(set(only) - set(allowed))
+        if unknown:
+            raise ValueError(f"coherence features {unknown} cannot be kept: not among {list(allowed)}")
+        feat = PairFeaturizer(lines, language, sentence_vectors(lines, progress=progress) if use else None)
+        self.names = feat.names
+        keep = [k for k, n in enumerate(feat.names) if not only or n in ONE_SIDED or n in only]
+        if len(keep) < len(feat.names):
+            self.names = tuple(feat.names[k] for k in keep)
         self.X = [(feat.features(p, u), feat.features(u, p)) for p, u in zip(persona, user)]
+        if len(keep) < len(feat.names):
+            self.X = [(a[..., keep], b[..., keep]) for a, b in self.X]
         self.scores = [(np.zeros(x[0].shape[:2]), np.zeros(x[1].shape[:2])) for x in self.X]
         self.fitted = False
         self.coef: dict[str, float] = {}
@@ -266,8 +302,8 @@ class CoherenceModel:
             models[f] = model
         if not models:
             return
-        pair = np.array([n not in ONE_SIDED for n in FEATURES] * 2)
-        self.coef = dict(zip([*FEATURES, *(f"up:{n}" for n in FEATURES)],
+        pair = np.array([n not in ONE_SIDED for n in self.names] * 2)
+        self.coef = dict(zip([*self.names, *(f"up:{n}" for n in self.names)],
                              np.mean([m.coef_[0] for m in models.values()], axis=0).round(3).tolist()))
         for c in range(len(self.X)):
             model = models.get(int(self.fold[c]) if self.n_folds > 1 else 0)

@@ -59,11 +59,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from psyattrs.align.cache import clean_stale, entry_is_sound, write_manifest
+from psyattrs.align.cache import cache_folder, clean_stale, entry_is_sound, write_manifest
 from psyattrs.align.classifier import FixedScorer, PriorScorer
 from psyattrs.align.conversations import COUNTED, NOT_COUNTED, Conversation, read_conversations
 from psyattrs.align.output import ALIGN_COLUMNS, REPORT_COLUMNS, report_table, unfit_reason, utterance_table
 from psyattrs.align.rounds import Aligner, Fit
+from psyattrs.align.sentvec import encoder_version
 from psyattrs.align.settings import AlignSettings
 from psyattrs.align.summary import AlignSummary, summarize_alignment
 from psyattrs.data.generic import read_generic
@@ -556,13 +557,6 @@ ALIGN_VERSION = 6
 """Bumped when the aligner's output changes, so cached alignments are redone."""
 
 
-def cache_folder() -> Path:
-    """Where `aligned_corpus` caches alignments: `$PSYATTRS_CACHE/align`, else `~/.cache/psyattrs/align`."""
-    import os
-    root = os.environ.get("PSYATTRS_CACHE")
-    return (Path(root) if root else Path.home() / ".cache" / "psyattrs") / "align"
-
-
 def cache_entry(corpus: Corpus, settings: AlignSettings | None = None) -> Path | None:
     """The cache folder of one file's alignment under some settings (None: a corpus without a
     source file): a key made of the file's bytes, the settings, the schema and `ALIGN_VERSION`.
@@ -574,7 +568,12 @@ def cache_entry(corpus: Corpus, settings: AlignSettings | None = None) -> Path |
         return None
     settings = settings or AlignSettings()
     digest = hashlib.sha256(Path(corpus.source).read_bytes())
-    digest.update(json.dumps({"settings": settings.to_dict(), "version": ALIGN_VERSION, "schema": corpus.schema.to_dict()},
+    key = settings.to_dict()
+    if not settings.coherence_use and not settings.coherence_only:  # the keys of before the encoder stay valid
+        del key["coherence_use"], key["coherence_only"]
+    elif settings.coherence_use:  # another encoder version, another alignment
+        key["encoder"] = encoder_version()
+    digest.update(json.dumps({"settings": key, "version": ALIGN_VERSION, "schema": corpus.schema.to_dict()},
                              sort_keys=True, default=str).encode())
     return cache_folder() / digest.hexdigest()[:24]
 

@@ -126,6 +126,8 @@ class Aligner:
                 self.conv_fold,
                 pair_only=settings.coherence_pairs,
                 language=schema.language if settings.coherence_morphemes else None,
+                use=settings.coherence_use,
+                only=settings.coherence_only,
             )
         self.pairs = [  # per conversation and treatment: the line pair at each run-score index
             (self.cands.run_pairs(ci, m.p_items, 0), self.cands.run_pairs(ci, m.u_items, 1))

