@@ -67,6 +67,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from _docs import add_docs_option, changed, docs_page, wants_docs  # benchmarks/_docs.py
+from _downstream import downstream_part  # benchmarks/_downstream.py
 
 REAL_ROWS = Path(__file__).resolve().parents[2] / "shared" / "data" / "opela_public_rows.csv"
 MODEL = dict(max_features=20_000, C=1.0, max_iter=300)
@@ -467,11 +468,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gold-seeds", type=int, default=1, metavar="N",
                         help="gold part: align under each configuration with seeds 0..N-1 of the folds and solvers "
                         "and report medians (default 1: seed 0 only; the CV runs on seed 0)")
+    parser.add_argument("--skip-downstream", action="store_true",
+                        help="gold part: leave out the downstream table and the small-file comparison")
+    parser.add_argument("--downstream-only", action="store_true",
+                        help="with --gold: only the downstream table and the small-file comparison (issue 27)")
     add_docs_option(parser)
     args = parser.parse_args(argv)
     write = wants_docs(args, partial=changed(parser, args, "dialogues", "seeds", "iterations", "reference", "synth_shape",
                                              "skip_real", "skip_synthetic", "configs", "subset", "no_cv", "quick", "rows",
-                                             "gold_seeds"))
+                                             "gold_seeds", "skip_downstream", "downstream_only"))
+    if args.downstream_only and args.gold is None:
+        parser.error("--downstream-only needs --gold DIR")
+    if args.downstream_only:
+        args.skip_synthetic = args.skip_real = True
     if args.rows is not None:
         REAL_ROWS = args.rows.resolve()
     if args.workers is not None:
@@ -501,9 +510,11 @@ def main(argv: list[str] | None = None) -> int:
             print(pd.DataFrame(summaries).describe().loc[["mean", "min", "max"]].round(3).to_string())
         if not args.skip_real:
             real_part(args.iterations)
-        if args.gold is not None:
+        if args.gold is not None and not args.downstream_only:
             gold_part(args.gold, args.iterations, configs, args.subset, not args.no_cv,
                       tuple(range(max(1, args.gold_seeds))))
+        if args.gold is not None and not args.skip_downstream:
+            downstream_part(args.gold, REAL_ROWS, args.iterations, args.quick)
         return 0
 
 
