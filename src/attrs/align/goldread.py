@@ -29,6 +29,7 @@ from psyattrs.align.classifier import FixedScorer, PriorScorer
 from psyattrs.align.conversations import Conversation, Mode, read_conversations
 from psyattrs.align.gold import GoldOrder
 from psyattrs.align.output import utterance_table
+from psyattrs.align.reconstruct import _label_model
 from psyattrs.align.rounds import Aligner, Fit
 from psyattrs.align.settings import AlignSettings
 from psyattrs.data.table import Corpus
@@ -237,8 +238,6 @@ def gold_readings(corpus: Corpus, gold: dict[str, GoldOrder], *, label_model=Non
     if label_model is None:
         logp = PriorScorer(corpus.schema, aligner.all_labels, len(aligner.cands)).log_proba()
     else:
-        from psyattrs.align.reconstruct import _label_model
-
         logp = FixedScorer(corpus.schema, _label_model(label_model, corpus.schema), aligner.unit_table()).log_proba()
     fits, extra = [], []
     for ci, c in enumerate(convs):
