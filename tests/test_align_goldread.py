@@ -155,3 +155,35 @@ def test_label_posteriors_are_distributions_that_give_each_sentences_own_labels_
         # the sentence's own position alone holds `align_confidence` of its posterior at least
         conf = u.loc[labelled, "align_confidence"].to_numpy()
         assert (own >= conf - 1e-9).all() and (own < 1 - 1e-6).any()
+
+
+def test_the_benchmarks_downstream_part_skips_plainly_without_the_real_data(tmp_path, capsys):
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from _downstream import downstream_part
+
+    downstream_part(tmp_path / "no_gold", tmp_path / "no_rows.csv", iterations=1, quick=True)
+    out = capsys.readouterr().out
+    assert f"skipped: {tmp_path / 'no_gold'} is absent" in out and "macro-F1" not in out
+
+
+def test_the_benchmarks_training_options_use_the_posterior_and_the_confidence():
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from _downstream import THRESHOLDS, training_sets
+
+    corpus, _ = _synthetic(2, seed=3, quirks=True)
+    result = align_public(corpus, workers=1, **FAST)
+    sets = training_sets({"utterances": result.utterances, "posteriors": result.label_posteriors})
+    rows, targets = sets["today (best reading)"]
+    assert not rows["is_pause"].any() and rows["label_position"].notna().all()
+    for t in THRESHOLDS:
+        kept, _ = sets[f"confidence >= {t}"]
+        assert (kept["align_confidence"] >= t).all() and len(kept) == int((rows["align_confidence"] >= t).sum())
+    soft_rows, soft = sets["posterior (soft)"]
+    assert len(soft_rows) == len(rows)
+    hard = targets["empathy"]
+    assert np.isin(hard, (0.0, 1.0)).all() and not np.isin(soft["empathy"], (0.0, 1.0)).all()
+    assert np.allclose(soft["empathy"].sum(axis=1), 1.0)
