@@ -152,8 +152,10 @@ def _fmt_table(df: pd.DataFrame, cols: list[str]) -> str:
     return df[cols].to_string(float_format=lambda x: f"{x:.3f}")
 
 
-def downstream_part(gold_dir: Path, rows: Path, iterations: int, quick: bool) -> None:
-    """Prints the downstream table and the small-file comparison (`align_benchmark.py --downstream`)."""
+def downstream_part(gold_dir: Path, rows: Path, iterations: int, quick: bool, whole_file: Path | None = None) -> None:
+    """Prints the downstream table and the small-file comparison (`align_benchmark.py --downstream-only`).
+    `whole_file`: a `data align` output of all of `rows` under today's defaults, read for (c)
+    instead of aligning the whole file again."""
     from psyattrs.align import align_public
     from psyattrs.align.gold import read_gold, score_gold, summarize
     from psyattrs.align.goldread import gold_readings
@@ -244,10 +246,18 @@ def downstream_part(gold_dir: Path, rows: Path, iterations: int, quick: bool) ->
         per = summarize(score_gold(res.utterances, six, gold))["right"]
         rows_out[name] = {**per.to_dict(), "mean conf": float(res.utterances["align_confidence"].mean()),
                           "seconds": time.perf_counter() - started, "stopped": res.stopped}
-    whole, hit = cached_reconstruction(rows, docs if not quick else list(gold) + others, iterations=iterations, tag="all")
+    n_whole = len(docs) if not quick else len(gold) + len(others)
+    if whole_file is not None:
+        from psyattrs.data.generic import read_generic
+
+        whole = {"utterances": read_generic(whole_file, OPELA).utterances, "seconds": float("nan"),
+                 "stopped": f"read from {whole_file.name}"}
+        n_whole = whole["utterances"]["doc_id"].nunique()
+    else:
+        whole, _ = cached_reconstruction(rows, docs if not quick else list(gold) + others, iterations=iterations, tag="all")
     per = summarize(score_gold(whole["utterances"], six, gold))["right"]
     u6 = whole["utterances"][whole["utterances"]["doc_id"].astype(str).isin(set(gold))]
-    rows_out[f"(c) inside the alignment of {len(docs) if not quick else len(gold) + len(others)}"] = {
+    rows_out[f"(c) inside the alignment of {n_whole}"] = {
         **per.to_dict(), "mean conf": float(u6["align_confidence"].mean()),
         "seconds": whole["seconds"], "stopped": whole["stopped"]}
     out = pd.DataFrame(rows_out).T

@@ -472,11 +472,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="gold part: leave out the downstream table and the small-file comparison")
     parser.add_argument("--downstream-only", action="store_true",
                         help="with --gold: only the downstream table and the small-file comparison (issue 27)")
+    parser.add_argument("--whole", type=Path, default=None, metavar="ALIGNED_CSV",
+                        help="downstream part: read the whole file's alignment (a `data align` output of --rows under "
+                        "today's defaults) for the small-file comparison instead of aligning it again")
     add_docs_option(parser)
     args = parser.parse_args(argv)
     write = wants_docs(args, partial=changed(parser, args, "dialogues", "seeds", "iterations", "reference", "synth_shape",
                                              "skip_real", "skip_synthetic", "configs", "subset", "no_cv", "quick", "rows",
-                                             "gold_seeds", "skip_downstream", "downstream_only"))
+                                             "gold_seeds", "skip_downstream", "downstream_only", "whole"))
     if args.downstream_only and args.gold is None:
         parser.error("--downstream-only needs --gold DIR")
     if args.downstream_only:
@@ -514,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
             gold_part(args.gold, args.iterations, configs, args.subset, not args.no_cv,
                       tuple(range(max(1, args.gold_seeds))))
         if args.gold is not None and not args.skip_downstream:
-            downstream_part(args.gold, REAL_ROWS, args.iterations, args.quick)
+            downstream_part(args.gold, REAL_ROWS, args.iterations, args.quick, args.whole)
         return 0
 
 
