@@ -39,6 +39,17 @@ of the cross-fitting folds and solvers and prints the medians and each seed's ov
 six gold conversations the seed alone moves the overall share by a few hundredths, more than most
 differences between configurations. Absent folder or rows: skipped, and the script says so.
 
+Part 4, downstream (issue 27; with `--gold`, unless `--skip-downstream`; `--downstream-only` runs it
+alone): the project's standard sentence model trained on the reconstruction of the conversations
+without a hand-made order (cached in `$PSYATTRS_CACHE/benchmark`) under each training option (the best
+reading's labels; only sentences with `align_confidence` >= 0.5/0.7/0.9; the posterior label
+distributions as soft targets), next to a leave-one-conversation-out reference trained on the
+gold-constrained readings (`psyattrs.align.goldread`) and the majority floor, scored per head
+(macro-F1, soft cross-entropy) on the gold-constrained lines both readers agree on; then the gold
+conversations aligned alone (self-trained, and with the today-trained model as `label_model`) next to
+the same conversations inside the whole file's alignment (`--whole ALIGNED_CSV` reads a `data align`
+output of the whole file instead of aligning it again). See docs/alignment.md.
+
 `--quick` (issue 27) finishes in a few minutes: 30 synthetic conversations with a 6-round cap
 and no reference row, no full real-rows part, and (with `--gold`) the gold conversations and 24
 others under today's defaults only (unless `--configs` names others), 6 rounds at most, without the
