@@ -46,6 +46,17 @@ on, how often the USE cosine, and the character-bigram overlap, pick the true la
 previous speaker among it and its two same-speaker neighbours, against chance.
 Absent folder or rows: skipped, and the script says so.
 
+Part 4, downstream (issue 27; with `--gold`, unless `--skip-downstream`; `--downstream-only` runs it
+alone): the project's standard sentence model trained on the reconstruction of the conversations
+without a hand-made order (cached in `$PSYATTRS_CACHE/benchmark`) under each training option (the best
+reading's labels; only sentences with `align_confidence` >= 0.5/0.7/0.9; the posterior label
+distributions as soft targets), next to a leave-one-conversation-out reference trained on the
+gold-constrained readings (`psyattrs.align.goldread`) and the majority floor, scored per head
+(macro-F1, soft cross-entropy) on the gold-constrained lines both readers agree on; then the gold
+conversations aligned alone (self-trained, and with the today-trained model as `label_model`) next to
+the same conversations inside the whole file's alignment (`--whole ALIGNED_CSV` reads a `data align`
+output of the whole file instead of aligning it again). See docs/alignment.md.
+
 `--quick` (issue 27) finishes in a few minutes: 30 synthetic conversations with a 6-round cap
 and no reference row, no full real-rows part, and (with `--gold`) the gold conversations and 24
 others under today's defaults only (unless `--configs` names others), 6 rounds at most, without the
@@ -74,6 +85,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from _docs import add_docs_option, changed, docs_page, wants_docs  # benchmarks/_docs.py
+from _downstream import downstream_part  # benchmarks/_downstream.py
 
 REAL_ROWS = Path(__file__).resolve().parents[2] / "shared" / "data" / "opela_public_rows.csv"
 MODEL = dict(max_features=20_000, C=1.0, max_iter=300)
@@ -543,11 +555,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gold-seeds", type=int, default=1, metavar="N",
                         help="gold part: align under each configuration with seeds 0..N-1 of the folds and solvers "
                         "and report medians (default 1: seed 0 only; the CV runs on seed 0)")
+    parser.add_argument("--skip-downstream", action="store_true",
+                        help="gold part: leave out the downstream table and the small-file comparison")
+    parser.add_argument("--downstream-only", action="store_true",
+                        help="with --gold: only the downstream table and the small-file comparison (issue 27)")
+    parser.add_argument("--whole", type=Path, default=None, metavar="ALIGNED_CSV",
+                        help="downstream part: read the whole file's alignment (a `data align` output of --rows under "
+                        "today's defaults) for the small-file comparison instead of aligning it again")
     add_docs_option(parser)
     args = parser.parse_args(argv)
     write = wants_docs(args, partial=changed(parser, args, "dialogues", "seeds", "iterations", "reference", "synth_shape",
                                              "skip_real", "skip_synthetic", "configs", "subset", "no_cv", "quick", "rows",
-                                             "gold_seeds"))
+                                             "gold_seeds", "skip_downstream", "downstream_only", "whole"))
+    if args.downstream_only and args.gold is None:
+        parser.error("--downstream-only needs --gold DIR")
+    if args.downstream_only:
+        args.skip_synthetic = args.skip_real = True
     if args.rows is not None:
         REAL_ROWS = args.rows.resolve()
     if args.workers is not None:
@@ -577,9 +600,11 @@ def main(argv: list[str] | None = None) -> int:
             print(pd.DataFrame(summaries).describe().loc[["mean", "min", "max"]].round(3).to_string())
         if not args.skip_real:
             real_part(args.iterations)
-        if args.gold is not None:
+        if args.gold is not None and not args.downstream_only:
             gold_part(args.gold, args.iterations, configs, args.subset, not args.no_cv,
                       tuple(range(max(1, args.gold_seeds))))
+        if args.gold is not None and not args.skip_downstream:
+            downstream_part(args.gold, REAL_ROWS, args.iterations, args.quick, args.whole)
         return 0
 
 

@@ -63,6 +63,7 @@ from psyattrs.align.cache import cache_folder, clean_stale, entry_is_sound, writ
 from psyattrs.align.classifier import FixedScorer, PriorScorer
 from psyattrs.align.conversations import COUNTED, NOT_COUNTED, Conversation, read_conversations
 from psyattrs.align.output import ALIGN_COLUMNS, REPORT_COLUMNS, report_table, unfit_reason, utterance_table
+from psyattrs.align.posterior import label_posteriors
 from psyattrs.align.rounds import Aligner, Fit
 from psyattrs.align.sentvec import encoder_version
 from psyattrs.align.settings import AlignSettings
@@ -115,6 +116,9 @@ class AlignResult:
             or `open` (still changing when the rounds stopped) and `frozen_round` when.
         self_trained: the lines were scored by a classifier trained on the rounds' own readings
             (False: by a `label_model` trained elsewhere).
+        label_posteriors: per head, (len(utterances), n_classes): each sentence's label
+            distribution from forward-backward (`psyattrs.align.posterior`; NaN rows for the
+            pauses without labels): soft training targets.
     """
 
     utterances: pd.DataFrame
@@ -127,6 +131,7 @@ class AlignResult:
     source: Any = None
     stopped: str = ""
     self_trained: bool = True
+    label_posteriors: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def summary(self) -> AlignSummary:
@@ -289,7 +294,7 @@ def _align_public(corpus: Corpus, s: AlignSettings, progress: bool, keep_history
     history = pd.DataFrame(history)
     history["stopped"] = stopped
     return AlignResult(utterances, report, problems, history, s, schema, snapshots, corpus.source, stopped,
-                       self_trained=fixed_model is None)
+                       self_trained=fixed_model is None, label_posteriors=label_posteriors(convs, fits, schema))
 
 
 def _default_workers() -> int:
