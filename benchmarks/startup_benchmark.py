@@ -14,6 +14,12 @@ ratio of each median to the bare row's:
 - `psyattrs runs`: the store's runs as a table;
 - `psyattrs --help`: the command's own imports.
 
+A second table says where the seconds of the `predict` row go: a fresh process takes the steps of
+`psyattrs predict` one at a time (`PHASES`: the command's imports, MLflow's, the store, scikit-learn,
+LightGBM and the model code, loading the model from the run, the kiwipiepy analyser, its first
+analysis, the prediction) and times each (wall and CPU seconds, medians over `--repeats`
+processes); the bare row pays the first steps too.
+
 Without `--run`, the demo model (`experiments/demo.yaml`, `--dialogues` synthetic conversations)
 is trained into a temporary store first (minutes on two cores).
 
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import resource
@@ -45,6 +52,32 @@ Start-up of the `psyattrs` command as fresh processes against a bare Python that
 searches the runs of the same sqlite store (aim, issue 25: predicting one sentence from a run at
 most 1.5x the bare row). CPU seconds (the process's user + system time) move much less than wall
 seconds with the load of a shared machine.
+"""
+
+
+# One process taking the steps of `psyattrs predict --model runs:/ID/model --text TEXT` one at a time;
+# prints {phase: [wall, cpu]} as JSON. argv: tracking uri, run id, text.
+PHASES = r"""
+import json, sys, time
+uri, run, text = sys.argv[1:4]
+marks, last = {}, [time.perf_counter(), time.process_time()]
+def mark(name):
+    wall, cpu = time.perf_counter(), time.process_time()
+    marks[name] = [wall - last[0], cpu - last[1]]
+    last[:] = [wall, cpu]
+import psyattrs.cli; mark("import psyattrs.cli (argparse, pandas, the command modules)")
+import mlflow; mark("import mlflow")
+mlflow.set_tracking_uri(uri); mlflow.search_experiments(); mark("the sqlite store: engine, migration check, one query")
+import sklearn.base; mark("import scikit-learn (scipy.stats with it)")
+import lightgbm, psyattrs.models.gbm, psyattrs.experiments.pyfunc, psyattrs.serving.predict
+mark("import LightGBM and the psyattrs model code")
+from psyattrs.serving.predict import Predictor
+predictor = Predictor(f"runs:/{run}/model", tracking_uri=uri); mark("load the model (pyfunc: resolve, copy, unpickle)")
+from psyattrs.features.tokenizers import _kiwi
+kiwi = _kiwi(); mark("kiwipiepy: Kiwi()")
+kiwi.tokenize(text); mark("kiwipiepy: first analysis (builds the model lazily)")
+predictor.predict(text); mark("predict (features, LightGBM, output table)")
+print(json.dumps(marks))
 """
 
 
@@ -126,7 +159,35 @@ def _measure(args: argparse.Namespace) -> None:
         wall, cpu = statistics.median(walls[name]), statistics.median(cpus[name])
         print(f"{name.ljust(width)}  {wall:6.2f}  {min(walls[name]):7.2f}  {cpu:5.2f}  {wall / base_wall:10.2f}x"
               f"  {cpu / base_cpu:9.2f}x")
+    _phases(python, uri, run, env, args.repeats)
     tmp.cleanup()
+
+
+def _phases(python: str, uri: str, run: str, env: dict[str, str], repeats: int) -> None:
+    """Prints where the seconds of a one-sentence `predict` go (`PHASES`, medians of fresh processes)."""
+    runs, whole = [], []
+    for _ in range(repeats):
+        before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+        done = subprocess.run([python, "-c", PHASES, uri, run, TEXT], env=env, capture_output=True, text=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if done.returncode != 0:
+            raise SystemExit(f"the phases of predict failed ({done.returncode}):\n{done.stderr[-2000:]}")
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        whole.append((time.perf_counter() - start,
+                      (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)))
+    names = list(runs[0])
+    width = max(len(n) for n in names)
+    print(f"\nwhere the seconds of predict go: its steps one at a time in a fresh process, medians of {repeats}\n")
+    print(f"{'step'.ljust(width)}  wall s  CPU s")
+    total = [0.0, 0.0]
+    for name in names:
+        wall = statistics.median(r[name][0] for r in runs)
+        cpu = statistics.median(r[name][1] for r in runs)
+        total = [total[0] + wall, total[1] + cpu]
+        print(f"{name.ljust(width)}  {wall:6.2f}  {cpu:5.2f}")
+    print(f"{'sum (after the interpreter started)'.ljust(width)}  {total[0]:6.2f}  {total[1]:5.2f}")
+    print(f"{'the whole process (its start and exit too)'.ljust(width)}  "
+          f"{statistics.median(w for w, _ in whole):6.2f}  {statistics.median(c for _, c in whole):5.2f}")
 
 
 if __name__ == "__main__":
