@@ -117,33 +117,55 @@ class TfidfScorer:
     def fit(self, rows: np.ndarray, targets: dict[str, np.ndarray]) -> None:
         """Trains one classifier per fold and head on `rows` (candidate indices) with soft targets
         (head -> (len(rows), K)), then scores every candidate with its fold's classifiers."""
-        from sklearn.linear_model import LogisticRegression
+        self.collect([job() for job in self.jobs(rows, targets)])
 
+    def jobs(self, rows: np.ndarray, targets: dict[str, np.ndarray]) -> list:
+        """`fit` as independent jobs, one per fold and head (`psyattrs.align.parallel.run_jobs`):
+        each returns (fold, head, the fitted model or None, the probabilities of the fold's
+        candidates); `collect` takes their results in this order."""
         rows = np.asarray(rows, dtype=np.int64)
+        return [_FoldHeadFit(self, rows, targets, f, head) for f in range(self.n_folds) for head in self.schema]
+
+    def collect(self, results: list) -> None:
+        """Keeps the fitted models of `jobs`' results (warm starts for the next round) and their scores."""
         out = {h.name: np.zeros((self.X.shape[0], h.n_classes)) for h in self.schema}
-        for f in range(self.n_folds):
-            scored = np.flatnonzero(self.fold == f) if self.n_folds > 1 else np.arange(self.X.shape[0])
-            keep = self.fold[rows] != f if self.n_folds > 1 else np.ones(len(rows), dtype=bool)
-            train = rows[keep]
-            for head in self.schema:
-                r, y, w = _expand(targets[head.name][keep])
-                prior = np.bincount(y, weights=w, minlength=head.n_classes) + 1.0
-                if len(np.unique(y)) < 2:
-                    out[head.name][scored] = prior / prior.sum()
-                    continue
-                key = (f, head.name)
-                model = self._models.get(key)
-                if model is None or not np.array_equal(model.classes_, np.unique(y)):
-                    model = LogisticRegression(C=self.C, max_iter=self.max_iter, tol=1e-3, random_state=self.seed, warm_start=True)
-                model.fit(self.X[train[r]], y, sample_weight=w)
-                self._models[key] = model
-                proba = np.zeros((len(scored), head.n_classes))
-                proba[:, model.classes_] = model.predict_proba(self.X[scored])
-                out[head.name][scored] = proba
+        for f, name, model, proba in results:
+            if model is not None:
+                self._models[(f, name)] = model
+            out[name][self._scored(f)] = proba
         self._log = {name: floored_log(p) for name, p in out.items()}
+
+    def _scored(self, f: int) -> np.ndarray:
+        return np.flatnonzero(self.fold == f) if self.n_folds > 1 else np.arange(self.X.shape[0])
 
     def log_proba(self) -> dict[str, np.ndarray]:
         return self._log
+
+
+class _FoldHeadFit:
+    """One fold and head of `TfidfScorer.fit`: a job of `TfidfScorer.jobs`."""
+
+    def __init__(self, scorer: TfidfScorer, rows: np.ndarray, targets: dict[str, np.ndarray], f: int, head):
+        self.scorer, self.rows, self.targets, self.f, self.head = scorer, rows, targets, f, head
+
+    def __call__(self) -> tuple[int, str, object, np.ndarray]:
+        from sklearn.linear_model import LogisticRegression
+
+        sc, rows, f, head = self.scorer, self.rows, self.f, self.head
+        scored = sc._scored(f)
+        keep = sc.fold[rows] != f if sc.n_folds > 1 else np.ones(len(rows), dtype=bool)
+        train = rows[keep]
+        r, y, w = _expand(self.targets[head.name][keep])
+        prior = np.bincount(y, weights=w, minlength=head.n_classes) + 1.0
+        if len(np.unique(y)) < 2:
+            return f, head.name, None, np.broadcast_to(prior / prior.sum(), (len(scored), head.n_classes))
+        model = sc._models.get((f, head.name))
+        if model is None or not np.array_equal(model.classes_, np.unique(y)):
+            model = LogisticRegression(C=sc.C, max_iter=sc.max_iter, tol=1e-3, random_state=sc.seed, warm_start=True)
+        model.fit(sc.X[train[r]], y, sample_weight=w)
+        proba = np.zeros((len(scored), head.n_classes))
+        proba[:, model.classes_] = model.predict_proba(sc.X[scored])
+        return f, head.name, model, proba
 
 
 class ModelScorer:
