@@ -1,5 +1,5 @@
 """The downstream part of `align_benchmark.py` (issue 27): training judged against the hand-made
-orders. Helpers only; `align_benchmark.py --downstream` prints the tables."""
+orders. Helpers only; `align_benchmark.py --gold DIR` prints the tables (its downstream part)."""
 
 from __future__ import annotations
 

@@ -123,6 +123,9 @@ class DataConfig:
         schema: `opela` or the path of a schema YAML file; with a LeWiDi file, `opela` (the
             default) means the schema the file implies (`psyattrs.data.lewidi.schema_of`).
         format: `auto`, `annotated`, `generic`, `lewidi` or `long`.
+        min_align_confidence: fit only on the sentences whose `align_confidence` (the order
+            reconstruction's confidence: a public-release file, or what `data align` wrote) is at
+            least this, in [0, 1]; the test split keeps every sentence. None: every sentence.
     """
 
     path: str | None
@@ -132,6 +135,7 @@ class DataConfig:
     synthetic: SyntheticData | None
     schema: str
     format: str
+    min_align_confidence: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("path", "train", "valid", "test"):
@@ -140,6 +144,8 @@ class DataConfig:
         if self.schema is None:
             _fail("data.schema", "must be 'opela' or a schema file, got None")
         _check_choice(self.format, DATA_FORMATS, "data.format")
+        if self.min_align_confidence is not None:
+            _check_float(self.min_align_confidence, "data.min_align_confidence", low=0.0, high=1.0)
         explicit = self.train is not None or self.valid is not None or self.test is not None
         chosen = [n for n, on in (("path", self.path is not None), ("train/valid/test", explicit),
                                   ("synthetic", self.synthetic is not None)) if on]

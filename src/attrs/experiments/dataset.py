@@ -70,6 +70,8 @@ class Dataset:
         """One fold of a cross-validation dataset: its training rows (less the validation
         carved off them, `split.valid`) and its test rows, checked not to be empty."""
         train, valid = carve_valid(self.train.iloc[train_rows], config, self.schema)
+        threshold = config.data.min_align_confidence
+        train, valid = keep_confident(train, threshold, "train"), keep_confident(valid, threshold, "valid")
         source = self.sources["train"]
         part = Dataset(self.schema, train, valid, self.train.iloc[test_rows], {p: source for p in ("train", "valid", "test")},
                        resolved=self.resolved)
@@ -97,8 +99,38 @@ def build_dataset(config: ExperimentConfig, schema: Schema | None = None) -> Dat
         table, source, set_aside, resolved = load_table(config, schema)
         return Dataset(schema, table.reset_index(drop=True), None, None, {"train": source}, set_aside, resolved)
     dataset = split_dataset(config, schema)
+    threshold = config.data.min_align_confidence
+    dataset.train = keep_confident(dataset.train, threshold, "train")
+    dataset.valid = keep_confident(dataset.valid, threshold, "valid")
     check_not_empty(dataset, config)
     return dataset
+
+
+def keep_confident(table: pd.DataFrame | None, threshold: float | None, split: str) -> pd.DataFrame | None:
+    """The sentences of a fitting split whose `align_confidence` is at least `threshold`
+    (`data.min_align_confidence`; every row when None). Sentences without a confidence go too.
+
+    Raises:
+        ValueError: the table has no `align_confidence` column (the option applies to the public
+            release, aligned as it is read, or to what `psyattrs data align` wrote), or no
+            sentence of the split reaches the threshold.
+    """
+    if threshold is None or table is None:
+        return table
+    if "align_confidence" not in table.columns:
+        raise ValueError(
+            f"data.min_align_confidence={threshold} needs the order reconstruction's align_confidence, and the "
+            f"{split} data has no such column: the option applies to a public-release file or to what "
+            "`psyattrs data align` wrote"
+        )
+    confidence = pd.to_numeric(table["align_confidence"], errors="coerce")
+    kept = table[confidence >= threshold]
+    if kept.empty:
+        raise ValueError(
+            f"data.min_align_confidence={threshold}: no sentence of the {split} split is that confident "
+            f"(the highest align_confidence is {confidence.max():.3f})"
+        )
+    return kept
 
 
 def check_files(config: ExperimentConfig) -> None:
