@@ -190,6 +190,49 @@ def test_dp_is_exact_against_brute_force():
     assert with_runs >= 30 and with_cross >= 30
 
 
+def test_dp_one_unit_length_shortcut_equals_the_general_passes():
+    """The passes take a shortcut when every unit is one line (K = 1, most real conversations):
+    the same lattice with a second, impossible unit length goes through the general code (sums and
+    maxima over lengths) and must give the same readings and numbers; the ties of integer scores
+    must fall the same way."""
+    rng = np.random.default_rng(5)
+    compared = 0
+    for trial in range(40):
+        m, n = int(rng.integers(3, 25)), int(rng.integers(3, 25))
+        phantoms = int(rng.integers(1, 3))  # with a second unit length possible (lattice.max_k)
+        T = m + n + int(rng.integers(-1, 2))  # one line to skip, none, or one phantom label
+        ties = trial % 2 == 0  # integer scores: many equal candidates
+        draw = (lambda *shape: rng.integers(-3, 1, size=shape).astype(float)) if ties else (lambda *shape: rng.normal(size=shape) * 2)
+        kw = dict(
+            emit_pause=draw(T), persona_blank=rng.random(m) < 0.2,
+            log_trans=draw(T, 3, 3) if ties else np.log(rng.dirichlet(np.ones(3), size=(T, 3))),
+            log_start=np.log(rng.dirichlet(np.ones(3))), log_keep=float(np.log(rng.random())),
+            log_skip=float(np.log(rng.random())), log_phantom=float(np.log(rng.random())), max_phantoms=phantoms,
+            persona_run=_random_run(rng, m + 1) if rng.random() < 0.7 else None,
+            user_run=_random_run(rng, n + 1) if rng.random() < 0.7 else None,
+            persona_user=_random_run(rng, (m + 1) * (n + 1))[:, 0].reshape(m + 1, n + 1) if rng.random() < 0.5 else None,
+            user_persona=_random_run(rng, (m + 1) * (n + 1))[:, 0].reshape(m + 1, n + 1) if rng.random() < 0.5 else None,
+        )
+        ep, eu = draw(T, m, 1), draw(T, n, 1)
+        one = lattice.Lattice(emit_persona=ep, emit_user=eu, **kw)
+        pad = lattice.Lattice(emit_persona=np.concatenate([ep, np.full((T, m, 1), -np.inf)], axis=2),
+                              emit_user=np.concatenate([eu, np.full((T, n, 1), -np.inf)], axis=2), **kw)
+        assert one.max_k == 1 and pad.max_k == 2
+        a, b = dp.viterbi(one), dp.viterbi(pad)
+        assert a.score == b.score and a.steps == b.steps and a.skipped == b.skipped
+        pa, pb = dp.forward_backward(one), dp.forward_backward(pad)
+        if a.score == -np.inf:
+            assert pa.loglik == pb.loglik == -np.inf
+            continue
+        compared += 1
+        assert pa.loglik == pytest.approx(pb.loglik, rel=1e-12)
+        np.testing.assert_allclose(pa.persona, pb.persona[..., :1], rtol=1e-10, atol=1e-14)
+        np.testing.assert_allclose(pa.user, pb.user[..., :1], rtol=1e-10, atol=1e-14)
+        for name in ("pause", "phantom", "transitions", "persona_run", "user_run", "persona_user", "persona_at"):
+            np.testing.assert_allclose(getattr(pa, name), getattr(pb, name), rtol=1e-10, atol=1e-14)
+    assert compared >= 25
+
+
 def test_dp_run_scores_none_are_zeros_and_are_used():
     rng = np.random.default_rng(11)
     T, m, n, K = 12, 7, 8, 3

@@ -252,8 +252,12 @@ def _forward(lat: Lattice, ker: _Kernel, keep: bool, run=None) -> tuple[float, n
         wp, wu, keep_w, phantom, c = WP[t], ker.user(WU, t), KEEP[t], PHANTOM_W[t], ker.scale[t]
         new = np.zeros((m + 1, D, N_STATES))
         to_p, to_u = shifts.sources(M[:, :, PERSONA, None] * wp[:, None, :], M[:, :, USER, None] * wu)
-        new[:, :, PERSONA] = to_p.sum(axis=2)
-        new[:, :, USER] = to_u.sum(axis=2)
+        if K == 1:  # one unit length: its term is the sum (a sum over an axis of one is slow)
+            new[:, :, PERSONA] = to_p[:, :, 0]
+            new[:, :, USER] = to_u[:, :, 0]
+        else:
+            new[:, :, PERSONA] = to_p.sum(axis=2)
+            new[:, :, USER] = to_u.sum(axis=2)
         if ker.use_pause:
             new[1:, :, PAUSE] += M[:-1, :, PAUSE] * (blank * keep_w)[:, None]
         if ker.use_phantom:
@@ -345,8 +349,12 @@ def forward_backward(lat: Lattice) -> Posteriors:
         wp, wu = WP[t], ker.user(WU, t)
         G = Gs[t]
         from_p, from_u = shifts.targets(BN[:, :, PERSONA], BN[:, :, USER])
-        G[:, :, PERSONA] = (from_p * wp[:, None, :]).sum(axis=2)
-        G[:, :, USER] = (from_u * wu).sum(axis=2)
+        if K == 1:
+            G[:, :, PERSONA] = from_p[:, :, 0] * wp[:, None, 0]
+            G[:, :, USER] = from_u[:, :, 0] * wu[:, :, 0]
+        else:
+            G[:, :, PERSONA] = (from_p * wp[:, None, :]).sum(axis=2)
+            G[:, :, USER] = (from_u * wu).sum(axis=2)
         if ker.use_pause:
             G[:-1, :, PAUSE] += (blank * KEEP[t])[:, None] * BN[1:, :, PAUSE]
         if ker.use_phantom:
@@ -480,37 +488,46 @@ def viterbi(lat: Lattice) -> Path:
         if t == 0:
             M = v0[:, :, None] + lat.log_start[None, None, :]
         else:
-            if run is None:
-                M = (v[:, :, :, None] + lat.log_trans[t][None, None, :, :]).max(axis=2)  # (i, x, to)
-            else:
-                X = (v + run[1][t])[:, :, :, None] + trans_off[t]
-                if ker.has_cross:
-                    X[:, :, PERSONA, USER] += ker.log_pu[t]
-                    X[:, :, USER, PERSONA] += ker.log_up[t]
-                M = X.max(axis=2)
+            if run is None:  # M[i, x, to] = max over s of v[i, x, s] + log P(to | s)
+                M = v[:, :, 0, None] + lat.log_trans[t][0]
+                for src in range(1, N_STATES):
+                    np.maximum(M, v[:, :, src, None] + lat.log_trans[t][src], out=M)
+            else:  # the same maxima one last state at a time (a max over a middle axis is slow)
+                left = v + run[1][t]
+                M = None
+                for src in range(N_STATES):
+                    X = left[:, :, src, None] + trans_off[t][src]
+                    if ker.has_cross and src == PERSONA:
+                        X[:, :, USER] += ker.log_pu[t]
+                    elif ker.has_cross and src == USER:
+                        X[:, :, PERSONA] += ker.log_up[t]
+                    M = X if M is None else np.maximum(M, X, out=M)
                 np.maximum(M, (v + run[0][t]) + trans_diag[t], out=M)
             layers[t] = v
-        new = np.full((m + 1, D, N_STATES), _NEG)
+        new = np.empty((m + 1, D, N_STATES))
         bp = np.zeros((m + 1, D, N_STATES), dtype=np.int16)
         lp = ker.log_p[t]
         lu = ker.user(ker.log_u_pad, t)
         to_p, to_u = shifts.sources(M[:, :, PERSONA, None] + lp[:, None, :], M[:, :, USER, None] + lu)
         for state, view in ((PERSONA, to_p), (USER, to_u)):
-            best_k = view.argmax(axis=2)  # ties: the shorter unit
-            new[:, :, state] = np.take_along_axis(view, best_k[:, :, None], axis=2)[:, :, 0]
-            bp[:, :, state] = best_k + 1
+            if K == 1:  # one unit length: nothing to choose
+                new[:, :, state] = view[:, :, 0]
+                bp[:, :, state] = 1
+            else:
+                best_k = view.argmax(axis=2)  # ties: the shorter unit
+                new[:, :, state] = view.max(axis=2)
+                bp[:, :, state] = best_k + 1
+        new[:, :, PAUSE] = _NEG
         if ker.use_pause:
             c = M[:-1, :, PAUSE] + blank_keep[:, None] + lat.emit_pause[t]
-            tgt = new[1:, :, PAUSE]
-            better = c > tgt
-            tgt[better] = c[better]
-            bp[1:, :, PAUSE][better] = 1
+            better = c > new[1:, :, PAUSE]
+            np.copyto(new[1:, :, PAUSE], c, where=better)
+            np.copyto(bp[1:, :, PAUSE], 1, where=better)
         if ker.use_phantom:
             c = M[:, 1:, PAUSE] + lat.log_phantom + lat.emit_pause[t]
-            tgt = new[:, :-1, PAUSE]
-            better = c > tgt
-            tgt[better] = c[better]
-            bp[:, :-1, PAUSE][better] = 2
+            better = c > new[:, :-1, PAUSE]
+            np.copyto(new[:, :-1, PAUSE], c, where=better)
+            np.copyto(bp[:, :-1, PAUSE], 2, where=better)
         back[t] = bp
         v = _skip_max(ker, new, skip_flags[t + 1])
     xf = lat.x_final - lat.x_lo
@@ -565,8 +582,7 @@ def _skip_max(ker: _Kernel, v: np.ndarray, flags: np.ndarray) -> np.ndarray:
         ls = ker.lat.log_skip
         for b in ker.blank_items:
             c = v[b, :-1] + ls
-            tgt = v[b + 1, 1:]
-            better = c > tgt
-            tgt[better] = c[better]
-            flags[b + 1, 1:][better] = True
+            better = c > v[b + 1, 1:]
+            np.copyto(v[b + 1, 1:], c, where=better)
+            np.logical_or(flags[b + 1, 1:], better, out=flags[b + 1, 1:])
     return v
