@@ -233,6 +233,31 @@ def test_dp_one_unit_length_shortcut_equals_the_general_passes():
     assert compared >= 25
 
 
+def test_dp_no_skip_where_lines_and_labels_add_up():
+    """A skipped blank line leaves a label position over: where the lines add up to the labels
+    (one x value, no phantom) no reading skips, so the skip probability changes nothing (the passes
+    leave out the skip closure there)."""
+    rng = np.random.default_rng(9)
+    for _ in range(20):
+        m, n, K = int(rng.integers(2, 15)), int(rng.integers(2, 15)), int(rng.integers(1, 4))
+        T = m + n
+        kw = dict(
+            emit_persona=rng.normal(size=(T, m, K)), emit_user=rng.normal(size=(T, n, K)), emit_pause=rng.normal(size=T),
+            persona_blank=rng.random(m) < 0.4, log_trans=np.log(rng.dirichlet(np.ones(3), size=(T, 3))),
+            log_start=np.log(rng.dirichlet(np.ones(3))), log_keep=float(np.log(rng.random())),
+            persona_run=_random_run(rng, m + 1), user_run=_random_run(rng, n + 1),
+        )
+        kw["persona_blank"][0] = True
+        with_skip, without = lattice.Lattice(**kw, log_skip=np.log(0.9)), lattice.Lattice(**kw, log_skip=-np.inf)
+        assert with_skip.n_x == 1
+        a, b = dp.viterbi(with_skip), dp.viterbi(without)
+        assert a.score == b.score and a.steps == b.steps and a.skipped == b.skipped == []
+        pa, pb = dp.forward_backward(with_skip), dp.forward_backward(without)
+        assert pa.loglik == pb.loglik
+        for name in ("persona", "user", "pause", "transitions", "persona_run", "user_run"):
+            np.testing.assert_array_equal(getattr(pa, name), getattr(pb, name))
+
+
 def test_dp_run_scores_none_are_zeros_and_are_used():
     rng = np.random.default_rng(11)
     T, m, n, K = 12, 7, 8, 3

@@ -33,7 +33,9 @@ class _Kernel:
         eu = lat.emit_user[:, :, : self.K]
         self.blank_items = np.flatnonzero(lat.persona_blank)
         self.use_pause = bool(len(self.blank_items)) and lat.log_keep > _NEG
-        self.use_skip = bool(len(self.blank_items)) and lat.log_skip > _NEG
+        # a skip moves (i, x) to (i + 1, x + 1): impossible with one x value (lines and labels
+        # add up, the common case), where the closure's loop over blank items would do nothing
+        self.use_skip = bool(len(self.blank_items)) and lat.log_skip > _NEG and self.D > 1
         self.use_phantom = lat.max_phantoms > 0
         # persona emissions padded with a row for i = m; user emissions gathered on the (i, x)
         # grid of every label: j = t + x - i, out-of-range j pointing at a -inf row
