@@ -258,6 +258,28 @@ def test_dp_no_skip_where_lines_and_labels_add_up():
             np.testing.assert_array_equal(getattr(pa, name), getattr(pb, name))
 
 
+def test_unit_posteriors_name_each_column_as_the_unit_of_that_column():
+    """`Fit.unit_posteriors` names its units all at once; each must be the unit `Fit._unit` gives
+    its column (persona, user, pause on a blank item, phantom), in the same order, same values."""
+    from types import SimpleNamespace
+
+    from psyattrs.align.rounds import Fit
+
+    rng = np.random.default_rng(3)
+    for m, n, K, T in ((5, 4, 3, 9), (0, 3, 1, 4), (6, 0, 2, 5), (7, 8, 1, 15)):
+        post = SimpleNamespace(persona=rng.random((T, m, K)) ** 4, user=rng.random((T, n, K)) ** 4,
+                               pause=rng.random((T, m)) ** 4, phantom=rng.random(T) ** 4)
+        mode = SimpleNamespace(p_items=np.sort(rng.choice(50, m, replace=False)), u_items=np.sort(rng.choice(50, n, replace=False)))
+        fit = Fit(mode, 0.0, float("nan"), 0.8, post)
+        flat = fit._flat() * 0.8
+        rows, cols = np.nonzero(flat > 1e-3)
+        expected = {(int(t), *fit._unit(int(c))): float(flat[t, c]) for t, c in zip(rows, cols)}
+        got = fit.unit_posteriors()
+        assert list(got.items()) == list(expected.items())
+        assert {key[1] for key in got} == ({lattice.PERSONA} if m else set()) | ({lattice.USER} if n else set()) | (
+            {lattice.PAUSE} if m else set()) | {lattice.PHANTOM}
+
+
 def test_dp_run_scores_none_are_zeros_and_are_used():
     rng = np.random.default_rng(11)
     T, m, n, K = 12, 7, 8, 3

@@ -80,7 +80,25 @@ class Fit:
             return {}
         flat = self._flat() * self.mode_prob
         rows, cols = np.nonzero(flat > floor)
-        return {(int(t), *self._unit(int(c))): float(flat[t, c]) for t, c in zip(rows, cols)}
+        kind, first, lines = self._units(cols)
+        return dict(zip(zip(rows.tolist(), kind, first, lines), flat[rows, cols].tolist()))
+
+    def _units(self, codes: np.ndarray) -> tuple[list[int], list[int], list[int]]:
+        """`_unit` of many columns at once: their kinds, first lines and lines (lists of ints)."""
+        m, K = self.post.persona.shape[1:]
+        n = self.post.user.shape[1]
+        kind = np.full(len(codes), lattice.PHANTOM, dtype=np.int64)
+        first = np.full(len(codes), -1, dtype=np.int64)
+        lines = np.zeros(len(codes), dtype=np.int64)
+        p_items, u_items = np.asarray(self.mode.p_items, dtype=np.int64), np.asarray(self.mode.u_items, dtype=np.int64)
+        sel = codes < m * K
+        kind[sel], first[sel], lines[sel] = lattice.PERSONA, p_items[codes[sel] // K], codes[sel] % K + 1
+        sel = (codes >= m * K) & (codes < (m + n) * K)
+        j, k = np.divmod(codes[sel] - m * K, K)
+        kind[sel], first[sel], lines[sel] = lattice.USER, u_items[j], k + 1
+        sel = (codes >= (m + n) * K) & (codes < (m + n) * K + m)
+        kind[sel], first[sel], lines[sel] = lattice.PAUSE, p_items[codes[sel] - (m + n) * K], 1
+        return kind.tolist(), first.tolist(), lines.tolist()
 
 
 def item_ids(lookup: np.ndarray, items: np.ndarray, K: int) -> np.ndarray:
