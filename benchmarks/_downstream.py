@@ -152,23 +152,33 @@ def _fmt_table(df: pd.DataFrame, cols: list[str]) -> str:
     return df[cols].to_string(float_format=lambda x: f"{x:.3f}")
 
 
+def gold_inputs(gold_dir: Path, rows: Path):
+    """(the hand-made orders, the real rows as a public corpus), or None after printing which of
+    them is absent (the benchmark then skips the part)."""
+    from psyattrs.align.gold import read_gold
+    from psyattrs.data.opela import read_public
+
+    if not gold_dir.is_dir() or not rows.is_file():
+        missing = gold_dir if not gold_dir.is_dir() else rows
+        print(f"skipped: {missing} is absent (this part reads the hand-made orders and the real rows when present)")
+        return None
+    return read_gold(gold_dir), read_public(rows)
+
+
 def downstream_part(gold_dir: Path, rows: Path, iterations: int, quick: bool, whole_file: Path | None = None) -> None:
     """Prints the downstream table and the small-file comparison (`align_benchmark.py --downstream-only`).
     `whole_file`: a `data align` output of all of `rows` under today's defaults, read for (c)
     instead of aligning the whole file again."""
     from psyattrs.align import align_public
-    from psyattrs.align.gold import read_gold, score_gold, summarize
+    from psyattrs.align.gold import score_gold, summarize
     from psyattrs.align.goldread import gold_readings
-    from psyattrs.data.opela import read_public
     from psyattrs.schema import OPELA
 
     print(f"\n== downstream: training judged against the hand-made orders ({gold_dir}) ==")
-    if not gold_dir.is_dir() or not rows.is_file():
-        missing = gold_dir if not gold_dir.is_dir() else rows
-        print(f"skipped: {missing} is absent (this part reads the hand-made orders and the real rows when present)")
+    inputs = gold_inputs(gold_dir, rows)
+    if inputs is None:
         return
-    gold = read_gold(gold_dir)
-    corpus = read_public(rows)
+    gold, corpus = inputs
     docs = [str(d) for d in corpus.conversations["doc_id"]]
     others = [d for d in docs if d not in gold]
     if quick:

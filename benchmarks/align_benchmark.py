@@ -85,7 +85,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from _docs import add_docs_option, changed, docs_page, wants_docs  # benchmarks/_docs.py
-from _downstream import downstream_part  # benchmarks/_downstream.py
+from _downstream import downstream_part, gold_inputs  # benchmarks/_downstream.py
 
 REAL_ROWS = Path(__file__).resolve().parents[2] / "shared" / "data" / "opela_public_rows.csv"
 MODEL = dict(max_features=20_000, C=1.0, max_iter=300)
@@ -355,16 +355,13 @@ def _shape(result) -> dict[str, float]:
 def gold_part(gold_dir: Path, iterations: int, configs: list[str], subset: int | None, cv: bool,
               seeds: tuple[int, ...] = (0,)) -> None:
     from psyattrs.align import align_public
-    from psyattrs.align.gold import read_gold, readers_agreement, score_gold, summarize
-    from psyattrs.data.opela import read_public
+    from psyattrs.align.gold import readers_agreement, score_gold, summarize
 
     print(f"\n== gold order: {gold_dir} ==")
-    if not gold_dir.is_dir() or not REAL_ROWS.is_file():
-        missing = gold_dir if not gold_dir.is_dir() else REAL_ROWS
-        print(f"skipped: {missing} is absent (this part reads the hand-made orders and the real rows when present)")
+    inputs = gold_inputs(gold_dir, REAL_ROWS)
+    if inputs is None:
         return
-    gold = read_gold(gold_dir)
-    corpus = read_public(REAL_ROWS)
+    gold, corpus = inputs
     if subset is not None:
         docs = corpus.conversations["doc_id"].astype(str)
         others = [d for d in docs if d not in gold][:subset]

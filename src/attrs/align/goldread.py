@@ -26,7 +26,7 @@ import pandas as pd
 
 from psyattrs.align import lattice
 from psyattrs.align.classifier import FixedScorer, PriorScorer
-from psyattrs.align.conversations import Conversation, Mode, read_conversations
+from psyattrs.align.conversations import Mode, read_conversations
 from psyattrs.align.gold import GoldOrder
 from psyattrs.align.output import utterance_table
 from psyattrs.align.reconstruct import _label_model
