@@ -187,3 +187,32 @@ def test_the_benchmarks_training_options_use_the_posterior_and_the_confidence():
     hard = targets["empathy"]
     assert np.isin(hard, (0.0, 1.0)).all() and not np.isin(soft["empathy"], (0.0, 1.0)).all()
     assert np.allclose(soft["empathy"].sum(axis=1), 1.0)
+
+
+def test_the_benchmarks_option_choice_for_a_conversation_never_looks_at_it():
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from _downstream import chosen_on_the_others
+    from psyattrs.schema import OPELA
+
+    rng = np.random.default_rng(0)
+    docs = np.repeat(["a", "b", "c"], [30, 30, 10])
+    test = pd.DataFrame({"doc_id": docs})
+    for h in OPELA.heads:
+        test[f"labeler_{h.name}"] = rng.integers(0, h.n_classes, len(docs))
+
+    def guesses(right_on: set[str]) -> dict[str, np.ndarray]:
+        out = {}
+        for h in OPELA.heads:
+            y = test[f"labeler_{h.name}"].to_numpy()
+            wrong = (y + 1) % h.n_classes
+            out[h.name] = np.eye(h.n_classes)[np.where(np.isin(docs, list(right_on)), y, wrong)] * 0.9 + 0.1 / h.n_classes
+        return out
+
+    probas = {"right on a and b": guesses({"a", "b"}), "right on c": guesses({"c"})}
+    pooled, chosen = chosen_on_the_others(probas, test)
+    # c's own rows favour "right on c", but the choice for c is made on a and b alone
+    assert chosen == {"a": "right on a and b", "b": "right on a and b", "c": "right on a and b"}
+    for h in OPELA.head_names:
+        assert np.array_equal(pooled[h], probas["right on a and b"][h])
