@@ -10,14 +10,18 @@ ratio of each median to the bare row's:
   sqlite store (what any tool that reads the store pays: MLflow's imports, the store's engine and
   migration check, one query);
 - `psyattrs predict --model runs:/ID/model --text 안녕하세요`: one sentence from a logged run (aim,
-  issue 25: at most 1.5x the bare row; the row is labelled `--text (one word)`);
+  issue 25: at most 1.5x the bare row; the row is labelled `--text (one word)`); the command loads
+  the Korean analyser in a second process while it loads MLflow and the model
+  (`psyattrs.features.tokenizers.prefetch_korean`), so its CPU seconds include that process's;
+- the same with `PSYATTRS_PREFETCH=0`: everything in one process, one step after the other;
 - `psyattrs runs`: the store's runs as a table;
 - `psyattrs --help`: the command's own imports.
 
 A second table says where the seconds of the `predict` row go: a fresh process takes the steps of
 `psyattrs predict` one at a time (`PHASES`: the command's imports, MLflow's, the store, scikit-learn,
 LightGBM and the model code, loading the model from the run, the kiwipiepy analyser, its first
-analysis, the prediction) and times each (wall and CPU seconds, medians over `--repeats`
+analysis, the prediction; all in one process, as with `PSYATTRS_PREFETCH=0`) and times each (wall
+and CPU seconds, medians over `--repeats`
 processes); the bare row pays the first steps too.
 
 Without `--run`, the demo model (`experiments/demo.yaml`, `--dialogues` synthetic conversations)
@@ -127,22 +131,24 @@ def _measure(args: argparse.Namespace) -> None:
     python = sys.executable
     bare = ("import mlflow; mlflow.set_tracking_uri(%r); "
             "mlflow.search_runs(search_all_experiments=True)" % uri)
+    predict = [python, "-m", "psyattrs", "predict", "--model", f"runs:/{run}/model", "--text", TEXT]
+    one_process = {**env, "PSYATTRS_PREFETCH": "0"}
     rows = [
-        ("bare python: import mlflow + search_runs", [python, "-c", bare]),
-        ("psyattrs predict --model runs:/ID/model --text (one word)",
-         [python, "-m", "psyattrs", "predict", "--model", f"runs:/{run}/model", "--text", TEXT]),
-        ("psyattrs runs", [python, "-m", "psyattrs", "runs"]),
-        ("psyattrs --help", [python, "-m", "psyattrs", "--help"]),
+        ("bare python: import mlflow + search_runs", [python, "-c", bare], env),
+        ("psyattrs predict --model runs:/ID/model --text (one word)", predict, env),
+        ("  the same in one process (PSYATTRS_PREFETCH=0)", predict, one_process),
+        ("psyattrs runs", [python, "-m", "psyattrs", "runs"], env),
+        ("psyattrs --help", [python, "-m", "psyattrs", "--help"], env),
     ]
     started = datetime.datetime.now(datetime.timezone.utc)
-    for _, command in rows:  # a first, unmeasured run of each: bytecode caches and the page cache warm
-        _timed(command, env)
+    for _, command, row_env in rows:  # a first, unmeasured run of each: bytecode caches and the page cache warm
+        _timed(command, row_env)
     load_before = os.getloadavg()
-    walls: dict[str, list[float]] = {name: [] for name, _ in rows}
-    cpus: dict[str, list[float]] = {name: [] for name, _ in rows}
+    walls: dict[str, list[float]] = {name: [] for name, _, _ in rows}
+    cpus: dict[str, list[float]] = {name: [] for name, _, _ in rows}
     for _ in range(args.repeats):
-        for name, command in rows:
-            wall, cpu = _timed(command, env)
+        for name, command, row_env in rows:
+            wall, cpu = _timed(command, row_env)
             walls[name].append(wall)
             cpus[name].append(cpu)
     load_after = os.getloadavg()
@@ -153,9 +159,9 @@ def _measure(args: argparse.Namespace) -> None:
     print(f"medians of {args.repeats} fresh processes per row (taking turns), after one unmeasured run each\n")
     base_wall = statistics.median(walls[rows[0][0]])
     base_cpu = statistics.median(cpus[rows[0][0]])
-    width = max(len(name) for name, _ in rows)
+    width = max(len(name) for name, _, _ in rows)
     print(f"{'command'.ljust(width)}  wall s  fastest  CPU s  wall / bare  CPU / bare")
-    for name, _ in rows:
+    for name, _, _ in rows:
         wall, cpu = statistics.median(walls[name]), statistics.median(cpus[name])
         print(f"{name.ljust(width)}  {wall:6.2f}  {min(walls[name]):7.2f}  {cpu:5.2f}  {wall / base_wall:10.2f}x"
               f"  {cpu / base_cpu:9.2f}x")

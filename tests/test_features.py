@@ -71,6 +71,54 @@ def test_tokenisations_are_cached_per_distinct_text():
     assert again[0] is first[2]
 
 
+PREFETCHED = ["안녕하세요 처음 뵙겠습니다~", "오늘 회사에서  너무 힘들었어요 ㅠㅠㅠㅠㅠ", "헐 진짜요?"]
+
+
+def test_korean_analysed_ahead_in_a_second_process_gives_the_same_tokens(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    # a fresh interpreter: this one may have loaded the analyser already
+    script = (
+        "import json, sys\n"
+        "from psyattrs.features import tokenizers as tk\n"
+        "started = tk.prefetch_korean(json.loads(sys.argv[1]))\n"
+        "norm = tk.normalize_texts(json.loads(sys.argv[1]))\n"
+        "out = {'started': started, 'sentence': tk.tokenize(norm, 'ko'), 'word': tk.tokenize(norm, 'ko', unit='word'),\n"
+        "       'analyser_loaded_here': tk._KIWI is not None}\n"
+        "print(json.dumps(out, ensure_ascii=False))\n"
+    )
+    env = {**os.environ, "PSYATTRS_PREFETCH": "1"}
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(PREFETCHED)], capture_output=True, text=True,
+                          env=env, timeout=300, check=True)
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["started"] and not got["analyser_loaded_here"]
+    norm = normalize_texts(PREFETCHED)
+    assert [tuple(t) for t in got["sentence"]] == tokenizers._tokenize_ko(norm)
+    assert [tuple(t) for t in got["word"]] == tokenize(norm, "ko", unit="word")
+
+
+def test_a_failed_second_process_leaves_the_analysis_to_this_one(monkeypatch):
+    monkeypatch.setenv("PSYATTRS_PREFETCH", "1")
+    monkeypatch.setattr(tokenizers, "_CHILD_CODE", "import sys; sys.exit(3)")
+    tokenizers.clear_tokenizer_cache()
+    assert tokenizers.prefetch_korean(PREFETCHED)
+    norm = normalize_texts(PREFETCHED)
+    assert tokenize(norm, "ko") == tokenizers._tokenize_ko(norm)
+    assert tokenizers._PREFETCH is None
+
+
+def test_prefetch_starts_only_where_it_can_help(monkeypatch):
+    monkeypatch.setenv("PSYATTRS_PREFETCH", "1")
+    assert not tokenizers.prefetch_korean(["no korean here", "我们去吃饭吧"])
+    assert not tokenizers.prefetch_korean(["안녕" * (tokenizers.PREFETCH_MAX_CHARS // 2 + 1)])
+    monkeypatch.setenv("PSYATTRS_PREFETCH", "0")
+    assert not tokenizers.prefetch_korean(PREFETCHED)
+    assert tokenizers._PREFETCH is None
+
+
 def test_token_ngrams():
     assert TokenNgrams((1, 2))(("a", "b", "c")) == ["a", "b", "c", "a b", "b c"]
     assert TokenNgrams((2, 3))(("a",)) == []

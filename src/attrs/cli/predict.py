@@ -27,6 +27,7 @@ from psyattrs.data import load_corpus
 from psyattrs.data.io import check_file, iter_text_lines
 from psyattrs.data.output import atomic_output
 from psyattrs.errors import InputFileError
+from psyattrs.features.tokenizers import prefetch_korean
 
 OUT_SUFFIXES = (".parquet", ".csv", ".jsonl")
 SHOWN_PROBLEMS = 5
@@ -118,6 +119,8 @@ def handler(args: argparse.Namespace) -> int:
     if not lewidi and args.out is not None and args.out.suffix.lower() not in OUT_SUFFIXES:
         raise ValueError(f"--out {args.out}: the file name must end in one of {list(OUT_SUFFIXES)} "
                          "(or .json with --format lewidi)")
+    if args.text:  # the Korean analyser loads in a second process while this one loads MLflow and the model
+        prefetch_korean(args.text)
     predictor = Predictor(args.model, tracking_uri=args.tracking_uri)
     problems: list = []
     if args.text:

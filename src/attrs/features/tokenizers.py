@@ -15,13 +15,21 @@ it in words (logged with every run). kiwipiepy and jieba are imported and loaded
 use; tokenisations are cached per unique normalised text (`tokenizer_cache_info`,
 `clear_tokenizer_cache`), so re-featurising the same sentences (cross-validation, context windows)
 tokenises each sentence once. The TF-IDF featurizer built on them is `psyattrs.features.text`.
+
+`prefetch_korean` starts the Korean analysis of given sentences in a second process (the analyser
+takes about five CPU seconds to load and make its first analysis), so that it overlaps with what
+this process loads meanwhile; `psyattrs predict --text` uses it.
 """
 
 from __future__ import annotations
 
+import atexit
+import json
 import logging
 import os
 import re
+import subprocess
+import sys
 import threading
 import unicodedata
 from typing import Iterable, Sequence
@@ -225,6 +233,8 @@ def tokenize(texts: Sequence[str], language: str, *, unit: str = "sentence") -> 
 
 def _cached(items: list[str], key: str) -> list[tuple[str, ...]]:
     """Tokens of distinct strings through the cache; `key` is the language, `xx:word` for words."""
+    if _PREFETCH is not None and key.startswith("ko") and any((key, item) not in _CACHE for item in items):
+        _take_prefetch()
     found: list[tuple[str, ...] | None] = [_CACHE.get((key, item)) for item in items]
     missing = [item for item, tokens in zip(items, found) if tokens is None]
     _cache_stats["misses"] += len(missing)
@@ -258,3 +268,97 @@ def word_tokens(words: Sequence[str], language: str) -> list[tuple[str, ...]]:
         language: as `tokenize` takes it.
     """
     return _cached(list(words), f"{language}:word")
+
+
+# ----------------------------------------------------------------------------------------------
+# the Korean analysis of known sentences, ahead of time in a second process
+
+_HANGUL = re.compile("[\u1100-\u11ff\u3130-\u318f\uac00-\ud7a3]")
+_PREFETCH: subprocess.Popen | None = None
+PREFETCH_ENV = "PSYATTRS_PREFETCH"
+"""`0` turns `prefetch_korean` off, `1` turns it on even with one CPU; unset: on with two CPUs or more."""
+PREFETCH_TIMEOUT_S = 120.0
+PREFETCH_MAX_CHARS = 100_000
+"""Most characters `prefetch_korean` takes: the sentences travel on the second process's command line."""
+_CHILD_CODE = ("import json, sys; from psyattrs.features.tokenizers import _prefetch_child; "
+               "_prefetch_child(json.loads(sys.argv[1]))")
+
+
+def prefetch_korean(texts: Sequence[str]) -> bool:
+    """Starts the Korean analysis of `texts` (sentences as stored) in a second process.
+
+    Loading kiwipiepy's analyser and its first analysis take about five CPU seconds, during which
+    it holds the interpreter (a thread would not overlap). The second process analyses the
+    sentences' normalised forms whole and word by word (both units of `tokenize`) while this one
+    goes on loading (MLflow, the model); the first Korean `tokenize` that misses the cache waits for
+    it and fills the cache with its tokens, so this process may never load the analyser. The tokens
+    are the ones this process would compute: the same function, analyser and settings. Should the
+    second process fail, the analysis happens here as without it.
+
+    Args:
+        texts: the sentences a later `tokenize` will see, as stored (a few: at most
+            `PREFETCH_MAX_CHARS` characters in all).
+
+    Returns:
+        Whether the second process started: not without Hangul in `texts`, with one CPU (nothing
+        to overlap with), when `PSYATTRS_PREFETCH=0`, for longer texts, or when one is already running.
+    """
+    global _PREFETCH
+    setting = os.environ.get(PREFETCH_ENV, "").strip()
+    if setting == "0" or (setting != "1" and (os.cpu_count() or 1) < 2):
+        return False
+    texts = [str(t) for t in texts]
+    if _PREFETCH is not None or sum(map(len, texts)) > PREFETCH_MAX_CHARS or not any(map(_HANGUL.search, texts)):
+        return False
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", _CHILD_CODE, json.dumps(texts)], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    except OSError:
+        return False
+    _PREFETCH = proc
+    atexit.register(_drop_prefetch)
+    return True
+
+
+def _prefetch_child(texts: list[str]) -> None:
+    """The second process: prints {"ko": {sentence: tokens}, "ko:word": {word: tokens}} as JSON."""
+    distinct, _ = normalize_distinct(texts)
+    words = list(dict.fromkeys(w for t in distinct for w in t.split()))
+    out = {"ko": dict(zip(distinct, tokenize(distinct, "ko"))), "ko:word": dict(zip(words, word_tokens(words, "ko")))}
+    sys.stdout.write(json.dumps(out, ensure_ascii=False))
+
+
+def _take_prefetch() -> None:
+    """Waits for the second process and puts its tokens in the cache; on any failure, nothing."""
+    global _PREFETCH
+    with _LOCK:
+        proc, _PREFETCH = _PREFETCH, None
+    if proc is None:
+        return
+    try:
+        out, _ = proc.communicate(timeout=PREFETCH_TIMEOUT_S)
+        found = json.loads(out.decode("utf-8")) if proc.returncode == 0 else {}
+    except (subprocess.TimeoutExpired, ValueError, OSError):
+        _stop(proc)
+        return
+    for key in ("ko", "ko:word"):
+        for item, tokens in found.get(key, {}).items():
+            _CACHE[(key, item)] = tuple(tokens)
+
+
+def _drop_prefetch() -> None:
+    """At exit: a second process whose tokens nobody asked for is stopped."""
+    global _PREFETCH
+    proc, _PREFETCH = _PREFETCH, None
+    if proc is not None:
+        _stop(proc)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    try:
+        proc.communicate(timeout=10)
+    except (subprocess.TimeoutExpired, ValueError, OSError):
+        pass
+
