@@ -316,7 +316,6 @@ def prefetch_korean(texts: Sequence[str]) -> bool:
     except OSError:
         return False
     _PREFETCH = proc
-    atexit.register(_drop_prefetch)
     return True
 
 
@@ -352,6 +351,9 @@ def _drop_prefetch() -> None:
     proc, _PREFETCH = _PREFETCH, None
     if proc is not None:
         _stop(proc)
+
+
+atexit.register(_drop_prefetch)
 
 
 def _stop(proc: subprocess.Popen) -> None:
