@@ -38,6 +38,49 @@ def test_cli_entry_point_prints_help():
     assert "data" in out.stdout and "labels" in out.stdout
 
 
+
+# `psyattrs predict` and `psyattrs runs` end their process without tearing the interpreter down
+# (psyattrs.cli.console, issue 25): what a normal exit does before the teardown must still happen.
+_QUICK_EXIT = """
+import atexit, sys, threading, time
+from psyattrs import cli
+def late():
+    time.sleep(0.3)
+    print("thread finished", flush=True)
+threading.Thread(target=late).start()
+atexit.register(lambda: print("atexit ran", flush=True))
+sys.stdout.write("buffered, no newline")
+cli._exit_now(int(sys.argv[1]))
+print("never printed")
+"""
+
+
+@pytest.mark.parametrize("code", [0, 3])
+def test_the_quick_exit_joins_threads_runs_atexit_and_flushes(code):
+    done = subprocess.run([sys.executable, "-c", _QUICK_EXIT, str(code)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == code
+    assert done.stdout == "buffered, no newlinethread finished\natexit ran\n"
+
+
+def test_only_commands_that_write_no_store_exit_quickly():
+    from psyattrs import cli
+
+    parser = cli.build_parser()
+    quick = {" ".join(argv) for argv in (["predict", "--model", "m", "--text", "x"], ["runs"], ["train", "c.yaml"],
+                                          ["data", "validate", "f.csv"], ["register", "r", "--name", "n"])
+             if getattr(parser.parse_args(argv), "quick_exit", False)}
+    assert quick == {"predict --model m --text x", "runs"}
+
+
+def test_the_console_script_keeps_exit_codes_and_output(tmp_path):
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    empty = subprocess.run([sys.executable, "-m", "psyattrs", "runs", "--tracking-uri", store],
+                           capture_output=True, text=True, timeout=120)
+    assert empty.returncode == 0 and empty.stdout.strip(), empty.stderr
+    bad = subprocess.run([sys.executable, "-m", "psyattrs", "predict", "--model", str(tmp_path / "absent"),
+                          "--text", "안녕하세요"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.startswith("psyattrs: error:"), bad.stderr
+
 # A script run next to a clone named psyattrs/ (issue 25). The script's folder is first on sys.path;
 # an editable install finds the package through an import hook that Python consults after sys.path,
 # so without the repository's root __init__.py the clone was imported as an empty namespace package.

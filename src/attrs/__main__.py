@@ -1,5 +1,3 @@
-import sys
+from psyattrs.cli import console
 
-from psyattrs.cli import main
-
-sys.exit(main())
+console()

@@ -51,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", type=Path, default=None, metavar="PATH", help="write predictions (.parquet, .csv, .jsonl)")
     parser.add_argument("--json", action="store_true", help="print one JSON object per sentence")
     add_tracking_uri(parser)
-    parser.set_defaults(func=handler)
+    parser.set_defaults(func=handler, quick_exit=True)  # psyattrs.cli.console: no teardown
 
 
 def _read_input(path: Path, fmt: str | None, predictor) -> tuple[object, list]:

@@ -27,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="mark runs that never finished (process gone) as KILLED")
     parser.add_argument("--limit", type=int, default=50, help="most runs shown (default 50; 0 = all)")
     add_tracking_uri(parser)
-    parser.set_defaults(func=handler)
+    parser.set_defaults(func=handler, quick_exit=True)  # psyattrs.cli.console: no teardown
 
 
 def handler(args: argparse.Namespace) -> int:

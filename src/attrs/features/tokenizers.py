@@ -280,8 +280,10 @@ PREFETCH_ENV = "PSYATTRS_PREFETCH"
 PREFETCH_TIMEOUT_S = 120.0
 PREFETCH_MAX_CHARS = 100_000
 """Most characters `prefetch_korean` takes: the sentences travel on the second process's command line."""
-_CHILD_CODE = ("import json, sys; from psyattrs.features.tokenizers import _prefetch_child; "
-               "_prefetch_child(json.loads(sys.argv[1]))")
+_CHILD_CODE = ("import json, os, sys; from psyattrs.features.tokenizers import _prefetch_child; "
+               "_prefetch_child(json.loads(sys.argv[1])); sys.stdout.flush(); os._exit(0)")
+"""The second process; once its tokens are written it ends without tearing the interpreter down
+(a third of a second of freeing pandas and the analyser, which the command may be waiting for)."""
 
 
 def prefetch_korean(texts: Sequence[str]) -> bool:
