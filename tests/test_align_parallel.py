@@ -99,3 +99,23 @@ finally:
     pools = json.loads(out.stdout.strip().splitlines()[-1])["pools"]
     assert {api for api, _ in pools} >= {"openblas", "openmp"}
     assert all(n == 1 for _, n in pools), pools
+
+
+
+def _sigterm_is_default() -> bool:
+    import signal
+
+    return signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_the_workers_end_on_sigterm_whatever_handler_the_parent_has():
+    # the pool stops its workers with SIGTERM once the jobs are done; an inherited Python handler
+    # (a training run's stop-signal handler) could keep a worker alive and the pool waiting on it
+    # for ever (seen once in the suite: a train on a public file hung in Pool.terminate)
+    import signal
+
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    try:
+        assert run_jobs([_sigterm_is_default, _sigterm_is_default, _sigterm_is_default], workers=2) == [True] * 3
+    finally:
+        signal.signal(signal.SIGTERM, previous)

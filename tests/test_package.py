@@ -38,7 +38,6 @@ def test_cli_entry_point_prints_help():
     assert "data" in out.stdout and "labels" in out.stdout
 
 
-
 # `psyattrs predict` and `psyattrs runs` end their process without tearing the interpreter down
 # (psyattrs.cli.console, issue 25): what a normal exit does before the teardown must still happen.
 _QUICK_EXIT = """
@@ -80,6 +79,7 @@ def test_the_console_script_keeps_exit_codes_and_output(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "psyattrs", "predict", "--model", str(tmp_path / "absent"),
                           "--text", "안녕하세요"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.startswith("psyattrs: error:"), bad.stderr
+
 
 # A script run next to a clone named psyattrs/ (issue 25). The script's folder is first on sys.path;
 # an editable install finds the package through an import hook that Python consults after sys.path,

@@ -11,6 +11,7 @@ in one process: every job runs the same code on the same data with one BLAS thre
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -34,10 +35,27 @@ def run_jobs(jobs: list[Callable[[], Any]], workers: int) -> list[Any]:
     global _JOBS
     _JOBS = jobs
     try:
-        with multiprocessing.get_context("fork").Pool(min(workers, len(jobs))) as pool:
+        # SIGTERM blocked while the workers fork: they start with it blocked, take its default
+        # action, then let it in (one the pool sends before that stays pending and ends them);
+        # here the mask is as before once they exist, and a SIGTERM meanwhile arrives then
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        try:
+            pool = multiprocessing.get_context("fork").Pool(min(workers, len(jobs)), initializer=_worker_start)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        with pool:
             return pool.map(_run, range(len(jobs)), chunksize=1)
     finally:
         _JOBS = None
+
+
+def _worker_start() -> None:
+    """A forked worker ends on SIGTERM, as the pool expects when it stops its workers: a handler it
+    inherited (a training run's stop-signal handler, or any that returns) could keep it alive, and
+    the pool would wait for it for ever. A SIGTERM sent before this ran was held (blocked) and ends
+    the worker now."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 
 
 def _run(k: int) -> Any:
