@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 from psyattrs.align.classifier import TfidfScorer
-from psyattrs.align.parallel import Refit, run_jobs
+from psyattrs.align.parallel import Refit, fork_pool, run_jobs
 from psyattrs.schema import OPELA
 
 
@@ -101,21 +102,23 @@ finally:
     assert all(n == 1 for _, n in pools), pools
 
 
-
-def _sigterm_is_default() -> bool:
-    import signal
-
+def _sigterm_is_default(_: object = None) -> bool:
     return signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
-def test_the_workers_end_on_sigterm_whatever_handler_the_parent_has():
+@pytest.mark.parametrize("entry", ["run_jobs", "fork_pool"])
+def test_the_workers_end_on_sigterm_whatever_handler_the_parent_has(entry):
     # the pool stops its workers with SIGTERM once the jobs are done; an inherited Python handler
     # (a training run's stop-signal handler) could keep a worker alive and the pool waiting on it
-    # for ever (seen once in the suite: a train on a public file hung in Pool.terminate)
-    import signal
-
+    # for ever (seen once in the suite: a train on a public file hung in Pool.terminate). Both the
+    # refits between rounds (run_jobs) and the rounds' conversations (reconstruct._map) fork here.
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
     try:
-        assert run_jobs([_sigterm_is_default, _sigterm_is_default, _sigterm_is_default], workers=2) == [True] * 3
+        if entry == "run_jobs":
+            got = run_jobs([_sigterm_is_default, _sigterm_is_default, _sigterm_is_default], workers=2)
+        else:
+            with fork_pool(2) as pool:
+                got = pool.map(_sigterm_is_default, range(3), chunksize=1)
+        assert got == [True] * 3
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -30,23 +30,30 @@ def run_jobs(jobs: list[Callable[[], Any]], workers: int) -> list[Any]:
     """
     if workers <= 1 or len(jobs) < 2 or not sys.platform.startswith("linux"):
         return [job() for job in jobs]
-    import multiprocessing
-
     global _JOBS
     _JOBS = jobs
     try:
-        # SIGTERM blocked while the workers fork: they start with it blocked, take its default
-        # action, then let it in (one the pool sends before that stays pending and ends them);
-        # here the mask is as before once they exist, and a SIGTERM meanwhile arrives then
-        before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-        try:
-            pool = multiprocessing.get_context("fork").Pool(min(workers, len(jobs)), initializer=_worker_start)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, before)
-        with pool:
+        with fork_pool(min(workers, len(jobs))) as pool:
             return pool.map(_run, range(len(jobs)), chunksize=1)
     finally:
         _JOBS = None
+
+
+def fork_pool(processes: int):
+    """A `multiprocessing` pool of `processes` forked workers (Linux) that end on SIGTERM, the
+    signal the pool stops them with when it closes, whatever handler this process has.
+
+    SIGTERM is blocked while the workers fork: they start with it blocked, take its default action,
+    then let it in (`_worker_start`), so one the pool sends before that stays pending and ends them.
+    Here the mask is as before once they exist; a SIGTERM meanwhile arrives then.
+    """
+    import multiprocessing
+
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        return multiprocessing.get_context("fork").Pool(processes, initializer=_worker_start)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def _worker_start() -> None:

@@ -63,7 +63,7 @@ from psyattrs.align.cache import cache_folder, clean_stale, entry_is_sound, writ
 from psyattrs.align.classifier import FixedScorer, PriorScorer, TfidfScorer
 from psyattrs.align.conversations import COUNTED, NOT_COUNTED, Conversation, read_conversations
 from psyattrs.align.output import ALIGN_COLUMNS, REPORT_COLUMNS, report_table, unfit_reason, utterance_table
-from psyattrs.align.parallel import Refit, run_jobs
+from psyattrs.align.parallel import Refit, fork_pool, run_jobs
 from psyattrs.align.posterior import label_posteriors
 from psyattrs.align.rounds import Aligner, Fit
 from psyattrs.align.sentvec import encoder_version
@@ -340,7 +340,6 @@ def _map(fn, cis: list[int], aligner: Aligner, workers: int, progress: bool = Fa
     elsewhere, or for one conversation, in this one). The workers inherit the round's state; each
     fit comes back with its treatment re-attached (its index travels, not a copy) and the
     conversation's change shift (`match_runs` sets it)."""
-    import multiprocessing
     import sys
 
     if workers <= 1 or len(cis) < 2 or not sys.platform.startswith("linux"):
@@ -348,7 +347,7 @@ def _map(fn, cis: list[int], aligner: Aligner, workers: int, progress: bool = Fa
     global _WORK
     _WORK = (fn, aligner)
     try:
-        with multiprocessing.get_context("fork").Pool(min(workers, len(cis))) as pool:
+        with fork_pool(min(workers, len(cis))) as pool:
             got = list(_progress(pool.imap(_work, cis), progress, round_no, total=len(cis)))
     finally:
         _WORK = None
