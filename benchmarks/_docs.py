@@ -6,7 +6,9 @@ to the terminal, and, when the page is wanted and the body ends without an error
 replaced by one holding the command, the date, the machine (CPU, cores, load before and after) and
 the printed output as it was printed. Nothing is retyped: the page is what the run printed.
 `--write-docs` forces the page, `--no-write-docs` suppresses it; by default a full run writes it and
-a quick or partial one (the script says which) does not.
+a quick or partial one (the script says which) does not. `--page NAME` writes `docs/benchmarks/NAME.md`
+instead of the benchmark's own page, for a run of record of one part that must not replace the page
+of the whole (its title says the name).
 """
 
 from __future__ import annotations
@@ -30,13 +32,27 @@ ENV_SETTINGS: tuple[str, ...] = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "MKL_NUM_
 
 
 def add_docs_option(parser: argparse.ArgumentParser) -> None:
-    """Adds `--write-docs` / `--no-write-docs` (default: decided by `wants_docs`)."""
+    """Adds `--write-docs` / `--no-write-docs` (default: decided by `wants_docs`) and `--page NAME`."""
     parser.add_argument(
         "--write-docs",
         action=argparse.BooleanOptionalAction,
         default=None,
         help="write the printed tables to docs/benchmarks/ (default: on for a full run, off for a quick or partial one)",
     )
+    parser.add_argument(
+        "--page",
+        default=None,
+        metavar="NAME",
+        type=_page_name,
+        help="the page a written run replaces: docs/benchmarks/NAME.md (default: the benchmark's own)",
+    )
+
+
+def _page_name(text: str) -> str:
+    """A page name: letters, digits, '-' and '_' (it becomes a file name under docs/benchmarks)."""
+    if not text or not all(c.isascii() and (c.isalnum() or c in "-_") for c in text):
+        raise argparse.ArgumentTypeError(f"a page name is letters, digits, '-' and '_', not {text!r}")
+    return text
 
 
 def wants_docs(args: argparse.Namespace, *, partial: bool) -> bool:
@@ -137,7 +153,8 @@ class _Tee(io.TextIOBase):
 
 
 @contextlib.contextmanager
-def docs_page(name: str, title: str, *, write: bool, intro: str = "", pages: Path | None = None) -> Iterator[None]:
+def docs_page(name: str, title: str, *, write: bool, intro: str = "", pages: Path | None = None,
+              page: str | None = None) -> Iterator[None]:
     """Runs the body; when `write` and the body ends without an error, writes `pages/NAME.md`.
 
     Args:
@@ -146,7 +163,10 @@ def docs_page(name: str, title: str, *, write: bool, intro: str = "", pages: Pat
         write: whether to write the page at all (see `wants_docs`).
         intro: a sentence or two on what the benchmark measures, put above the output.
         pages: the folder of the pages (default: the repository's `docs/benchmarks`).
+        page: the user's `--page`: write `PAGE.md` instead, its title followed by "(PAGE)".
     """
+    if page is not None and page != name:
+        name, title = page, f"{title} ({page})"
     if not write:
         yield
         return

